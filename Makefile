@@ -6,14 +6,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP := $(VENV)/.setup-stamp
-APT_PACKAGES := chromium bubblewrap fonts-dejavu-core
+APT_PACKAGES := chromium chromium-headless-shell bubblewrap fonts-dejavu-core
 
 .PHONY: setup system-deps demo test test-all benchmarks clean
 
 setup: $(STAMP)
 
 system-deps:
-	@if ! command -v chromium >/dev/null || ! command -v bwrap >/dev/null; then \
+	@if ! command -v chromium >/dev/null || ! command -v chromium-headless-shell >/dev/null || ! command -v bwrap >/dev/null; then \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PACKAGES); \
 	fi
 

@@ -1,7 +1,7 @@
 """Render throughput: a new browser per page versus the pooled renderer, on the real ColBench pages.
 
     python benchmarks/render.py                      # 100 real pages from ../shared/colbench-data
-    python benchmarks/render.py --limit 20 --workers 2
+    python benchmarks/render.py --limit 20 --workers 1   # quicker, one worker only
     COLBENCH_DATA=/path/to/colbench-data python benchmarks/render.py
 
 Measured in one run, on the same pages, with the same lock-down (local Tailwind, placeholder
@@ -14,7 +14,7 @@ images, everything else blocked), screenshots of the same size:
   (b') the same, timing only the render() calls while the caller works between them (as an
       episode does: simulator, policy); the worker prepares the next fresh context meanwhile;
   (c) the pooled renderer serving the full stylesheet, to show what pooling alone buys;
-  (d) with ``--workers N > 1``: the pool rendering from N threads.
+  (d) the pool with one worker per core (``--workers N``), rendering from N threads.
 
 Prints renders/s for each, the ratio (b)/(a) and the machine's core count. Falls back to the
 built-in pages (and says so) when the real rows are not there.
@@ -125,12 +125,14 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None, help="use only the first N pages")
     parser.add_argument("--baseline-limit", type=int, default=None,
                         help="pages for the slow baseline (default: all); its rate is per page either way")
-    parser.add_argument("--workers", type=int, default=1, help="also measure a pool of N workers")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="also measure a pool of N workers (default: one per core)")
     parser.add_argument("--pause", type=float, default=0.5, help="caller work between renders for (b')")
     args = parser.parse_args()
     pages, source = load_pages(args.limit)
     config = RenderConfig()
-    print(f"pages: {source}; machine: {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
+    print(f"pages: {source}; browser: {find_chromium(config.chromium)}; machine: {os.cpu_count()} cores; "
+          f"load average {os.getloadavg()[0]:.1f}")
 
     baseline_pages = pages[: args.baseline_limit] if args.baseline_limit else pages
     seconds, ok = new_browser_per_render(baseline_pages, config)
@@ -151,10 +153,13 @@ def main() -> int:
     print(f"(c) pooled renderer, full CSS    : {rate_c:6.2f} renders/s  ({ok}/{len(pages)} ok, {seconds:.1f} s)")
     if args.workers > 1:
         seconds, ok, _ = pooled(pages, config, workers=args.workers)
-        print(f"(d) pooled renderer, {args.workers} workers : {len(pages) / seconds:6.2f} renders/s  "
+        rate_d = len(pages) / seconds
+        print(f"(d) pooled renderer, {args.workers} workers : {rate_d:6.2f} renders/s  "
               f"({ok}/{len(pages)} ok, {seconds:.1f} s)")
-    print(f"ratio (b)/(a): {rate_b / rate_a:.1f}x   (b')/(a): {1 / latency / rate_a:.1f}x   "
-          f"(c)/(a): {rate_c / rate_a:.1f}x")
+    ratios = f"ratio (b)/(a): {rate_b / rate_a:.1f}x   (b')/(a): {1 / latency / rate_a:.1f}x   (c)/(a): {rate_c / rate_a:.1f}x"
+    if args.workers > 1:
+        ratios += f"   (d)/(a): {rate_d / rate_a:.1f}x"
+    print(ratios)
     return 0
 
 

@@ -9,6 +9,7 @@ prepared while the caller is busy with the previous result.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
@@ -47,11 +48,15 @@ BLOCK_SERVICE_WORKERS = """if (self.ServiceWorkerContainer) { ServiceWorkerConta
 MAX_LISTED_URLS = 20
 # After `load`: wait for web fonts, finish finite CSS animations and cancel endless ones (what the
 # screenshot's animations="disabled" does, done first so the DOM summary matches the pixels).
+# The caret is hidden the same way (an autofocused input would otherwise blink into the pixels).
 SETTLE = """async (limits) => {
   if (document.fonts) { await document.fonts.ready; }
   for (const animation of document.getAnimations()) {
     try { animation.finish(); } catch (e) { animation.cancel(); }
   }
+  const caret = document.createElement("style");
+  caret.textContent = "*, *::before, *::after { caret-color: transparent !important; }";
+  (document.head || document.documentElement).appendChild(caret);
   const body = document.body;
   const height = Math.max(document.documentElement.scrollHeight, body ? body.scrollHeight : 0);
   const summary = DOM_SUMMARY;
@@ -120,6 +125,9 @@ class _Page:
         self.context.route("**/*", self._route)
         self.context.route_web_socket(lambda url: True, self._route_web_socket)
         self.page = self.context.new_page()
+        # Screenshots go straight to the DevTools protocol: Playwright's screenshot() re-does the
+        # settling above in extra round trips and encodes PNGs at the slowest zlib level.
+        self.devtools = self.context.new_cdp_session(self.page)
 
     def _block(self, url: str) -> None:
         self.blocked += 1
@@ -166,12 +174,11 @@ class _Page:
         width = config["viewport_width"]
         page_height = int(settled["height"])
         height = max(1, min(page_height, config["max_height"]))
-        options = {"animations": "disabled", "caret": "hide", "scale": "css", "type": "png", "timeout": timeout_ms}
-        if height <= config["viewport_height"]:
-            png = page.screenshot(**options)  # the page fits the viewport: no full-page capture needed
-            height = config["viewport_height"]
-        else:
-            png = page.screenshot(full_page=True, clip={"x": 0, "y": 0, "width": width, "height": height}, **options)
+        height = max(height, config["viewport_height"])  # short pages are shot at the viewport's height
+        shot = self.devtools.send("Page.captureScreenshot", {
+            "format": "png", "optimizeForSpeed": True, "captureBeyondViewport": height > config["viewport_height"],
+            "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}})
+        png = base64.b64decode(shot["data"])
         header = {
             "status": "ok", "width": width, "height": height, "page_height": page_height,
             "clipped": page_height > height, "dom": settled["dom"],
