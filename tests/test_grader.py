@@ -399,6 +399,16 @@ def test_extract_code():
         extract_code(None)  # type: ignore[arg-type]
 
 
+def test_extract_code_with_one_unmatched_fence():
+    # The opening fence was in the prompt (a forced answer prefix): code, closing fence, then prose.
+    assert extract_code("def f(x):\n    return x\n```\nThis returns x.") == "def f(x):\n    return x"
+    # Prose, then an opening fence the answer never closed (tagged or not).
+    assert extract_code("Sure:\n```python\ndef g():\n    return 2\n") == "def g():\n    return 2"
+    assert extract_code("Here is the code:\n```\ndef g():\n    return 2") == "def g():\n    return 2"
+    # Whatever is chosen is what gets graded: a solution, not the prose around it.
+    assert extract_code("def h():\n    return 3\n```") == "def h():\n    return 3"
+
+
 def test_constant_mutants():
     code = 'def f(x):\n    """doc"""\n    return x * 2 + len("ab")\n'
     mutants = constant_mutants(code)
