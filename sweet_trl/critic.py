@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from colbench_gym._optional import require
 from sweet_trl.tokenization import (
@@ -35,16 +36,18 @@ logger = logging.getLogger(__name__)
 CRITIC_METADATA_FILE = "sweet_critic.json"
 
 
-def forward_turn_logps(model: Any, input_ids: Any, attention_mask: Any, turn_ids: Any, num_turns: int):
+def forward_turn_logps(model: Any, input_ids: Any, attention_mask: Any, turn_ids: Any, num_turns: int,
+                       **model_kwargs: Any):
     """Per-turn sums of the model's token log-probs ``[B, T]`` (one forward; logits never materialised).
 
     ``model`` must carry TRL's fused LM head (``trl.trainer.utils.add_fused_lm_head``), as trainer models do.
+    ``model_kwargs`` (``past_key_values``, ``position_ids``) continue a cached prefix.
     """
     from sweet_trl.losses import sum_by_turn
 
     labels = input_ids.masked_fill(turn_ids == 0, -100)
     outputs = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True,
-                    use_cache=False)
+                    use_cache=False, **model_kwargs)
     shift_turn_ids = turn_ids[:, 1:]
     logps = outputs.log_probs[:, -shift_turn_ids.size(1):]  # prompt-learning PEFT prepends virtual tokens
     return sum_by_turn(logps.float(), shift_turn_ids, num_turns), outputs
@@ -81,11 +84,13 @@ class SweetCritic:
         input_format: how the critic reads ``c`` and the dialogue (saved with the model by the trainer).
         score_normalization: ``"per_turn_sum"`` or ``"trajectory_mean"`` for :meth:`trajectory_scores`.
         batch_size: sequences per forward pass.
+        share_prefix: in :meth:`score_candidates`, encode the history the candidates share once (its KV
+            cache is reused by every candidate) instead of once per candidate.
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, ref_model: Any = None,
                  input_format: CriticInputFormat | None = None, score_normalization: str = "per_turn_sum",
-                 batch_size: int = 8):
+                 batch_size: int = 8, share_prefix: bool = True):
         from accelerate.utils import is_peft_model
 
         self.model = model.eval()
@@ -98,6 +103,7 @@ class SweetCritic:
         self.input_format = input_format or CriticInputFormat()
         self.score_normalization = score_normalization
         self.batch_size = batch_size
+        self.share_prefix = share_prefix
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         for m in (self.model, self.ref_model):
@@ -107,7 +113,7 @@ class SweetCritic:
     # ----------------------------------------------------------------------------------------------- loading
     @classmethod
     def from_pretrained(cls, path: str | Path, *, ref_model: Any = None, base_model: Any = None,
-                        tokenizer: Any = None, batch_size: int = 8, **model_kwargs: Any) -> "SweetCritic":
+                        tokenizer: Any = None, batch_size: int = 8, **model_kwargs: Any) -> SweetCritic:
         """Load a critic saved by :class:`~sweet_trl.critic_trainer.SweetCriticTrainer` (full model or adapter).
 
         ``ref_model`` (a model or a path) defaults to the reference recorded at training time for a full fine-tune.
@@ -143,7 +149,7 @@ class SweetCritic:
                    score_normalization=metadata.get("score_normalization", "per_turn_sum"))
 
     @classmethod
-    def from_trainer(cls, trainer: Any, batch_size: int | None = None) -> "SweetCritic":
+    def from_trainer(cls, trainer: Any, batch_size: int | None = None) -> SweetCritic:
         """The critic being trained by a :class:`~sweet_trl.critic_trainer.SweetCriticTrainer` (shares its weights)."""
         model = trainer.accelerator.unwrap_model(trainer.model)
         ref_model = None if trainer.ref_model is None else trainer.accelerator.unwrap_model(trainer.ref_model)
@@ -180,6 +186,60 @@ class SweetCritic:
             for row, c in enumerate(batch):
                 results.append((critic[row, : c.num_turns].float().cpu(), ref[row, : c.num_turns].float().cpu(),
                                 counts[row, : c.num_turns].cpu()))
+        return results
+
+    def _shared_prefix_turn_logps(self, conversations: Sequence[TokenizedConversation]
+                                  ) -> list[tuple[Any, Any, Any]] | None:
+        """:meth:`_turn_logps` for conversations that differ only after a common prefix (candidates for one
+        turn): the prefix goes through each model once, and every batch of suffixes attends to a copy of its KV
+        cache. None when there is too little to share or the model cannot continue a cache."""
+        import copy
+
+        import torch
+        from trl.trainer.utils import pad
+
+        from sweet_trl.losses import count_by_turn
+
+        if not self.share_prefix or len(conversations) < 2 or _prepends_virtual_tokens(self.model):
+            return None
+        first = conversations[0].input_ids
+        shared = min(_common_prefix_length(first, c.input_ids) for c in conversations[1:])
+        first_scored = min(c.turn_spans[0][0] if c.turn_spans else len(c) for c in conversations)
+        # The token before the first scored one stays in the suffix: its output predicts that token.
+        cut = min(shared, first_scored) - 1
+        if cut < _MIN_SHARED_PREFIX:
+            return None
+        device = next(self.model.parameters()).device
+        prefix = torch.tensor([first[:cut]], device=device)
+        models = {"critic": (self.model, nullcontext), "reference": (self.ref_model or self.model,
+                                                                      self._reference_context)}
+        with torch.no_grad():
+            caches = {}
+            for name, (model, context) in models.items():
+                with context():
+                    caches[name] = model(input_ids=prefix, use_cache=True).past_key_values
+            results = []
+            for start in range(0, len(conversations), self.batch_size):
+                batch = conversations[start: start + self.batch_size]
+                input_ids = pad([torch.tensor(c.input_ids[cut:]) for c in batch],
+                                padding_value=self.tokenizer.pad_token_id).to(device)
+                turn_ids = pad([torch.tensor(c.turn_ids[cut:]) for c in batch], padding_value=0).to(device)
+                suffix_mask = pad([torch.ones(len(c) - cut, dtype=torch.long) for c in batch], padding_value=0)
+                attention_mask = torch.cat([torch.ones(len(batch), cut, dtype=torch.long), suffix_mask], 1).to(device)
+                position_ids = torch.arange(cut, cut + input_ids.size(1), device=device).expand(len(batch), -1)
+                num_turns = max(c.num_turns for c in batch)
+                sums = {}
+                for name, (model, context) in models.items():
+                    cache = copy.deepcopy(caches[name])
+                    cache.batch_repeat_interleave(len(batch))
+                    with context():
+                        sums[name], _ = forward_turn_logps(model, input_ids, attention_mask, turn_ids, num_turns,
+                                                           past_key_values=cache, position_ids=position_ids)
+                counts = count_by_turn(turn_ids[:, 1:], num_turns)
+                for row, c in enumerate(batch):
+                    results.append((sums["critic"][row, : c.num_turns].float().cpu(),
+                                    sums["reference"][row, : c.num_turns].float().cpu(),
+                                    counts[row, : c.num_turns].cpu()))
         return results
 
     def _reference_context(self):
@@ -254,14 +314,17 @@ class SweetCritic:
                          privileged: str | None, *, return_details: bool = False) -> list[float] | CandidateScores:
         """Advantage of each candidate agent message after ``history`` (the dialogue so far, ending on the human).
 
-        All candidates go through the critic in batches of ``batch_size`` (one forward pass, plus one for the
-        reference, per batch). ``return_details=True`` also gives the critic's and reference's mean log-probs, for
+        The history they share is encoded once per model (``share_prefix``), then the candidates go through the
+        critic in batches of ``batch_size`` (one forward pass, plus one for the reference, per batch).
+        ``return_details=True`` also gives the critic's and reference's mean log-probs, for
         ``losses.candidate_ranking_scores``.
         """
         history = conversation_messages(history)
         trajectories = [history + [{"role": self.input_format.agent_role, "content": c}] for c in candidates]
         _, inputs = self._inputs(trajectories, privileged, score_turns=[-1])
-        scored = iter(self._turn_logps([r.conversation for r in inputs if r.conversation is not None]))
+        conversations = [r.conversation for r in inputs if r.conversation is not None]
+        scored = self._shared_prefix_turn_logps(conversations)
+        scored = iter(scored if scored is not None else self._turn_logps(conversations))
         details = CandidateScores([], [], [], [])
         for result in inputs:
             if result.conversation is None:
@@ -276,6 +339,24 @@ class SweetCritic:
             details.ref_mean_logps.append(values[2])
             details.num_tokens.append(values[3])
         return details if return_details else details.advantages
+
+
+# Below this many shared tokens a separate prefix pass costs more than it saves.
+_MIN_SHARED_PREFIX = 16
+
+
+def _common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def _prepends_virtual_tokens(model: Any) -> bool:
+    """Prompt-learning PEFT (prefix/prompt tuning) builds its own cache: no prefix of ours can be continued."""
+    config = getattr(model, "active_peft_config", None)
+    return bool(getattr(config, "is_prompt_learning", False))
 
 
 def _is_peft(model: Any) -> bool:

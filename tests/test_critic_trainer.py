@@ -132,21 +132,34 @@ def test_inference_reproduces_the_trainer_scores(trained):
         assert sum(critic.advantages(record)) == pytest.approx(score, rel=1e-5, abs=1e-6)
 
 
-def test_candidates_are_scored_in_one_batch_like_full_trajectories(trained):
+@pytest.mark.parametrize("share_prefix", [True, False])
+def test_candidates_are_scored_in_one_batch_like_full_trajectories(trained, share_prefix):
     critic = SweetCritic.from_trainer(trained["trainer"])
+    critic.share_prefix = share_prefix
     record = next(r for r in trained["heldout"] if r["success"])
     turn = record["decisive_turn"]
     history = record["dialogue_history"][: 1 + 2 * turn]  # up to the human message before the decisive turn
     detail = next(d for d in DETAILS if d in record["task"]["ground_truth"])
     candidates = [decisive_question(detail), FILLERS[0], FILLERS[3], ""]
-    calls = {"critic": 0, "reference": 0}
-    hooks = [critic.model.register_forward_hook(lambda *_: calls.__setitem__("critic", calls["critic"] + 1)),
+    calls = {"critic": [], "reference": []}
+    hooks = [critic.model.register_forward_hook(lambda m, a, kw, out: calls["critic"].append(kw["input_ids"].shape),
+                                                with_kwargs=True),
              critic.ref_model.register_forward_hook(
-                 lambda *_: calls.__setitem__("reference", calls["reference"] + 1))]
+                 lambda m, a, kw, out: calls["reference"].append(kw["input_ids"].shape), with_kwargs=True)]
     details = critic.score_candidates(history, candidates, record["task"]["ground_truth"], return_details=True)
     for hook in hooks:
         hook.remove()
-    assert calls == {"critic": 1, "reference": 1}  # all candidates in one batch: one forward of each model
+    dialogues = [history + [{"role": "assistant", "content": c}] for c in candidates]
+    _, inputs = critic._inputs(dialogues, record["task"]["ground_truth"], score_turns=[-1])
+    scorable = [r.conversation for r in inputs if r.conversation is not None]  # not the empty message
+    full_length = max(len(c) for c in scorable)
+    for shapes in calls.values():
+        if share_prefix:  # the shared history once, then all candidates' own tokens in one batch
+            (one, prefix_length), (batch, suffix_length) = shapes
+            assert one == 1 and batch == len(scorable) == 3 and prefix_length > 2 * suffix_length
+            assert prefix_length + suffix_length == full_length
+        else:  # all candidates in one batch: one forward of each model over the whole dialogues
+            assert shapes == [(len(scorable), full_length)]
     assert details.advantages[0] == max(details.advantages[:3])  # asking about the hidden unit ranks first
     assert math.isnan(details.advantages[3]) and details.num_tokens[3] == 0  # an empty message has no token
     for candidate, advantage in zip(candidates[:3], details.advantages):
@@ -334,6 +347,20 @@ def test_lora_critic_uses_the_base_model_as_reference_and_reloads(tmp_path, toke
     assert any(abs(a) > 1e-4 for a in live)
     moved = SweetCritic.from_pretrained(saved, base_model=tiny_causal_lm(tokenizer))  # same weights, given directly
     assert moved.advantages(records[0]) == pytest.approx(live, rel=1e-4, abs=1e-6)
+    # Candidates scored over a shared-prefix cache, adapters on then off, match whole dialogues re-encoded.
+    history = records[0]["dialogue_history"][:-2]
+    candidates = [m["content"] for m in records[1]["dialogue_history"] + records[2]["dialogue_history"]
+                  if m["role"] == "assistant"][:3]
+    privileged = records[0]["task"]["ground_truth"]
+    forwards = []
+    hook = reloaded.model.register_forward_hook(lambda *_: forwards.append(1))
+    shared = reloaded.score_candidates(history, candidates, privileged)
+    assert len(forwards) == 4  # the prefix, then the candidates, with adapters on and off
+    reloaded.share_prefix = False
+    assert reloaded.score_candidates(history, candidates, privileged) == pytest.approx(shared, rel=1e-4, abs=1e-6)
+    assert len(forwards) == 6
+    hook.remove()
+    assert len(set(shared)) == len(candidates)
 
 
 def test_qlora_critic_trains_in_4bit_on_cpu(tmp_path, tokenizer):
