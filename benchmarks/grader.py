@@ -28,6 +28,10 @@ runs Python (each page the interpreter writes is copied; expensive in virtual ma
 child's exit, the server's clean-up and the grader's supervision. Batching every test of an answer
 into one child, batching references, caching their outputs, pipelining jobs per worker and running
 workers on all cores are what bring it back within a small factor of the unsafe baseline.
+
+It also measures the floor of any design that gives each answer a fresh process: a bare warm
+interpreter that forks a child per answer, which runs the answer and exits (no sandbox, limits,
+reference or supervision), and the best ratio that floor would allow on the machine's cores.
 """
 
 from __future__ import annotations
@@ -130,6 +134,56 @@ def run_baseline(items) -> tuple[float, float, list[float]]:
     return elapsed, cpu, scores
 
 
+# The cheapest possible design with a fresh process per answer, as a bound for every real one: a bare
+# warm interpreter (no site, no project imports; the modules answers import most already loaded, as in
+# the sandbox's server) forks a child per answer, the child runs the answer and its test calls and
+# exits -- no limits, no sandbox, no reference, no result sent back, no supervision.
+_FRESH_PROCESS_FLOOR = """
+import gc, json, os, resource, sys
+import bisect, collections, copy, datetime, decimal, fractions, functools, heapq, itertools, math, operator, re
+import string, typing
+def cpu():
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+answers = json.load(open(sys.argv[1]))
+sys.stdout = open(os.devnull, "w")
+gc.collect(); gc.freeze()
+start = cpu()
+for code, calls in answers:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            namespace = {}
+            exec(code, namespace)
+            for call in calls:
+                try:
+                    eval(call, namespace)
+                except BaseException:
+                    pass
+        except BaseException:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+sys.__stdout__.write(repr((cpu() - start) / len(answers)))
+"""
+
+
+def fresh_process_floor_ms(items) -> float:
+    """CPU milliseconds per answer of :data:`_FRESH_PROCESS_FLOOR` on these answers (best of three runs)."""
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as handle:
+        json.dump([(answer, list(tests.values())) for answer, _, tests in items], handle)
+        handle.flush()
+        runs = [
+            float(subprocess.run([sys.executable, "-S", "-s", "-c", _FRESH_PROCESS_FLOOR, handle.name], check=True,
+                                 capture_output=True, text=True, timeout=600).stdout)
+            for _ in range(3)
+        ]
+    return 1000 * min(runs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -190,6 +244,9 @@ def main() -> None:
     }
     # The best wall-clock ratio these CPU costs allow: the baseline uses one core, we use them all.
     cpu_bound_ratio = cpus * per_answer_ms["baseline"] / per_answer_ms["sandbox"]
+    # No design that runs each answer in a fresh forked process can beat the bare floor.
+    floor_ms = fresh_process_floor_ms(items)
+    fresh_process_bound = cpus * per_answer_ms["baseline"] / floor_ms
     cpu_bound_ratio_cached = cpus * per_answer_ms["baseline"] / per_answer_ms["sandbox_cached_reference"]
     numbers = {
         "answers": n,
@@ -205,6 +262,8 @@ def main() -> None:
         "cpu_ms_per_answer": {k: round(v, 3) for k, v in per_answer_ms.items()},
         "cpu_bound_ratio": round(cpu_bound_ratio, 3),
         "cpu_bound_ratio_cached_reference": round(cpu_bound_ratio_cached, 3),
+        "fresh_process_floor_cpu_ms_per_answer": round(floor_ms, 3),
+        "fresh_process_per_answer_bound": round(fresh_process_bound, 3),
         "load_average_1min": round(os.getloadavg()[0], 2),
         "pool_startup_s": round(min(startup_times), 3),
         "score_mismatches": mismatches,
@@ -219,6 +278,10 @@ def main() -> None:
         f"CPU per answer: (a) {per_answer_ms['baseline']:.3f} ms, (b) {per_answer_ms['sandbox']:.3f} ms, "
         f"(c) {per_answer_ms['sandbox_cached_reference']:.3f} ms -> best ratio {cpus} cores allow: "
         f"(b) {cpu_bound_ratio:.2f}, (c) {cpu_bound_ratio_cached:.2f}"
+    )
+    print(
+        f"floor of a fresh process per answer (bare interpreter forks, child runs the answer, no sandbox): "
+        f"{floor_ms:.3f} ms CPU per answer -> any such design: at most {fresh_process_bound:.2f}x on {cpus} cores"
     )
     print(
         f"pool start-up {min(startup_times):.3f} s (not in (b)/(c)); per-answer score mismatches (a) vs (b): "
