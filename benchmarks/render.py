@@ -14,7 +14,9 @@ images, everything else blocked), screenshots of the same size:
   (b') the same, timing only the render() calls while the caller works between them (as an
       episode does: simulator, policy); the worker prepares the next fresh context meanwhile;
   (c) the pooled renderer serving the full stylesheet, to show what pooling alone buys;
-  (d) the pool with one worker per core (``--workers N``), rendering from N threads.
+  (d) the pool with one worker per core (``--workers N``), rendering from N threads;
+  (e) a floor for every renderer that gives each page a fresh browser context: N processes with one
+      browser each doing only that (stylesheet inlined, no routing or lock-down, no DOM summary).
 
 Prints renders/s for each, the ratio (b)/(a) and the machine's core count. Falls back to the
 built-in pages (and says so) when the real rows are not there.
@@ -120,7 +122,77 @@ def pooled_latency(pages: list[str], config: RenderConfig, pause: float) -> tupl
     return total / len(pages), ok
 
 
+def _floor_shard(shard: int, shards: int, limit: int | None) -> int:
+    """One process of :func:`fresh_context_floor`: warm up, say ``ready``, wait for ``go``, render, say the time."""
+    import base64
+    import re
+
+    from playwright.sync_api import sync_playwright
+
+    from colbench_gym.rendering.tailwind import TailwindPurger
+
+    config = RenderConfig()
+    purger = TailwindPurger(load_tailwind_css())
+    pages = []
+    for html in load_pages(limit)[0][shard::shards]:
+        css = purger.purge(html)
+        pages.append(re.sub(r"<link[^>]*tailwind[^>]*>", lambda _, css=css: f"<style>{css}</style>", html,
+                            flags=re.IGNORECASE))
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=find_chromium(config.chromium), args=list(CHROMIUM_ARGS))
+
+        def render(html: str) -> bytes:
+            context = browser.new_context(viewport={"width": config.viewport_width,
+                                                    "height": config.viewport_height}, device_scale_factor=1)
+            page = context.new_page()
+            page.set_content(html, wait_until="load")
+            height = min(page.evaluate("document.documentElement.scrollHeight"), config.max_height)
+            shot = context.new_cdp_session(page).send("Page.captureScreenshot", {
+                "format": "png", "optimizeForSpeed": True, "captureBeyondViewport": height > config.viewport_height,
+                "clip": {"x": 0, "y": 0, "width": config.viewport_width,
+                         "height": max(height, config.viewport_height), "scale": 1}})
+            context.close()
+            return base64.b64decode(shot["data"])
+
+        for html in pages[:3]:
+            render(html)
+        print("ready", flush=True)
+        sys.stdin.readline()
+        started = time.perf_counter()
+        ok = sum(bool(render(html)) for html in pages)
+        print(f"done {time.perf_counter() - started} {ok}", flush=True)
+        browser.close()
+    return 0
+
+
+def fresh_context_floor(limit: int | None, workers: int) -> tuple[float, int]:
+    """The least any renderer with a fresh context per page can do: ``workers`` processes, each with one
+    browser, render their share of the pages with nothing else -- the stylesheet already inlined (no
+    request, no routing, no lock-down), ``set_content`` instead of a navigation, no settling, no DOM
+    summary. Returns the wall time of the rendering phase (all processes started together) and the count."""
+    import subprocess
+
+    procs = [subprocess.Popen([sys.executable, __file__, "--floor-shard", str(i), str(workers)]
+                              + (["--limit", str(limit)] if limit else []),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for i in range(workers)]
+    for proc in procs:
+        if proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("a floor process failed to start")
+    started = time.perf_counter()
+    for proc in procs:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    ok = 0
+    for proc in procs:
+        ok += int(proc.stdout.readline().split()[2])
+        proc.wait()
+    return time.perf_counter() - started, ok
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--floor-shard"]:
+        limit = int(sys.argv[5]) if sys.argv[4:5] == ["--limit"] else None
+        return _floor_shard(int(sys.argv[2]), int(sys.argv[3]), limit)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--limit", type=int, default=None, help="use only the first N pages")
     parser.add_argument("--baseline-limit", type=int, default=None,
@@ -156,10 +228,14 @@ def main() -> int:
         rate_d = len(pages) / seconds
         print(f"(d) pooled renderer, {args.workers} workers : {rate_d:6.2f} renders/s  "
               f"({ok}/{len(pages)} ok, {seconds:.1f} s)")
+    seconds, ok = fresh_context_floor(args.limit, args.workers)
+    rate_e = len(pages) / seconds
+    print(f"(e) floor, {args.workers} workers: a fresh context per page and nothing else: {rate_e:6.2f} renders/s  "
+          f"({ok}/{len(pages)} ok, {seconds:.1f} s)")
     ratios = f"ratio (b)/(a): {rate_b / rate_a:.1f}x   (b')/(a): {1 / latency / rate_a:.1f}x   (c)/(a): {rate_c / rate_a:.1f}x"
     if args.workers > 1:
         ratios += f"   (d)/(a): {rate_d / rate_a:.1f}x"
-    print(ratios)
+    print(ratios + f"   (e)/(a): {rate_e / rate_a:.1f}x (the best any fresh-context renderer could do here)")
     return 0
 
 
