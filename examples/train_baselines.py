@@ -13,8 +13,12 @@ from dataclasses import dataclass
 
 from trl import ModelConfig, TrlParser
 
-from sweet_trl.baselines import (MultiTurnDPOConfig, RejectionFinetuneConfig, train_multiturn_dpo,
-                                 train_rejection_finetune)
+from sweet_trl.baselines import (
+    MultiTurnDPOConfig,
+    RejectionFinetuneConfig,
+    train_multiturn_dpo,
+    train_rejection_finetune,
+)
 
 
 @dataclass

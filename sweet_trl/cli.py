@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from typing import Sequence
+from collections.abc import Sequence
 
 USAGE = __doc__.split("\n\n")[1]
 

@@ -31,9 +31,10 @@ import json
 import logging
 import os
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from accelerate.utils import is_peft_model
@@ -154,7 +155,7 @@ class SweetCriticTrainer(DPOTrainer):
 
     def __init__(
         self,
-        model: "str | PreTrainedModel",
+        model: str | PreTrainedModel,
         ref_model: PreTrainedModel | None = None,
         args: SweetCriticConfig | None = None,
         data_collator: Any = None,

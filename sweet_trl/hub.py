@@ -15,8 +15,9 @@ import json
 import os
 import shutil
 import textwrap
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from colbench_gym._optional import require
 

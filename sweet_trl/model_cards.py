@@ -8,8 +8,9 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from colbench_gym._optional import require
 

@@ -29,9 +29,10 @@ import logging
 import math
 import random
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from sweet_trl.tokenization import conversation_messages
 

@@ -19,7 +19,6 @@ From Python::
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import io
@@ -29,16 +28,17 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from sweet_trl.pipeline_config import (
     PIPELINE_SECTION,
-    ConfigError,
     CandidateArguments,
     CollectArguments,
+    ConfigError,
     CriticPairsArguments,
     EvaluateArguments,
     GenerationArguments,
@@ -1155,7 +1155,7 @@ def _parse(stage: Stage, config: dict[str, Any], cli_args: Sequence[str], prog: 
 TRAINING_STAGES = ("train_critic", "train_policy", "baseline_rft", "baseline_mtdpo")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _stage_options(name: str) -> frozenset[str]:
     if name == "report":
         return frozenset(known_options(make_parser([RunArguments, ReportArguments])))

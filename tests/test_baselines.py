@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from helpers_tiny_models import (  # noqa: E402
+from helpers_tiny_models import (
     collaborative_trajectories,
     save_tiny_model,
     synthetic_corpus,
@@ -17,18 +17,18 @@ from helpers_tiny_models import (  # noqa: E402
     tiny_tokenizer,
 )
 
-from sweet_trl.baselines.multiturn_dpo import (  # noqa: E402
+from sweet_trl.baselines.multiturn_dpo import (
     MultiTurnDPOConfig,
     MultiTurnDPOTrainer,
     multiturn_dpo_pairs,
     train_multiturn_dpo,
 )
-from sweet_trl.baselines.rejection_finetuning import (  # noqa: E402
+from sweet_trl.baselines.rejection_finetuning import (
     RejectionFinetuneConfig,
     rft_dataset,
     train_rejection_finetune,
 )
-from sweet_trl.turn_pairs import env_instructions  # noqa: E402
+from sweet_trl.turn_pairs import env_instructions
 
 EOT = "<|eot|>"
 FAST = dict(bf16=False, use_cpu=True, gradient_checkpointing=False, report_to="none", save_strategy="no",

@@ -17,8 +17,8 @@ from importlib import resources
 from typing import Any
 
 import pytest
-
 from builtin_wrong_answers import WRONG_ANSWERS
+
 from colbench_gym.tasks import BackendTask, load_builtin
 
 SIGNATURE_MARKER = "The signature of the function is: "
@@ -34,7 +34,7 @@ def run_call(source: str, call: str) -> Any:
     """Define the function(s) in ``source`` in a fresh namespace and evaluate one test call."""
     namespace: dict[str, Any] = {}
     exec(compile(source, "<reference>", "exec"), namespace)  # noqa: S102 - our own task files
-    return eval(compile(call, "<test>", "eval"), namespace)  # noqa: S307
+    return eval(compile(call, "<test>", "eval"), namespace)
 
 
 def function_name(source: str) -> str:

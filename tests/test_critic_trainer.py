@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from helpers_tiny_models import (  # noqa: E402
+from helpers_tiny_models import (
     DETAILS,
     FILLERS,
     collaborative_trajectories,
@@ -26,10 +26,10 @@ from helpers_tiny_models import (  # noqa: E402
     tiny_tokenizer,
 )
 
-from sweet_trl.critic import CRITIC_METADATA_FILE, SweetCritic  # noqa: E402
-from sweet_trl.critic_config import SweetCriticConfig  # noqa: E402
-from sweet_trl.critic_trainer import SweetCriticTrainer  # noqa: E402
-from sweet_trl.pairs import build_critic_pairs, critic_pair_dataset  # noqa: E402
+from sweet_trl.critic import CRITIC_METADATA_FILE, SweetCritic
+from sweet_trl.critic_config import SweetCriticConfig
+from sweet_trl.critic_trainer import SweetCriticTrainer
+from sweet_trl.pairs import build_critic_pairs, critic_pair_dataset
 
 TEST_LR = 3e-3
 

@@ -169,7 +169,7 @@ def test_stop_string_cuts_text_and_tokens(backend):
 
 
 def test_end_of_turn_token_ends_the_sample(tiny):
-    model, tokenizer = tiny
+    _model, tokenizer = tiny
     eos_model = tiny_causal_lm(tokenizer, seed=1)
     hidden = eos_model.config.hidden_size
     eos_model.lm_head = torch.nn.Linear(hidden, len(tokenizer), bias=True)

@@ -32,7 +32,7 @@ def in_process_score(answer: str, reference: str, tests: dict[str, str]) -> floa
     exec(reference, reference_ns)
     try:
         exec(answer, answer_ns)
-    except Exception:
+    except Exception:  # noqa: BLE001
         return 0.0
     passed = 0
     previous = signal.signal(signal.SIGALRM, _raise_alarm)
@@ -42,7 +42,7 @@ def in_process_score(answer: str, reference: str, tests: dict[str, str]) -> floa
                 signal.alarm(1)
                 expected = eval(call, reference_ns)
                 signal.alarm(0)
-            except BaseException:
+            except BaseException:  # noqa: BLE001
                 signal.alarm(0)
                 continue
             if expected is None:
@@ -51,7 +51,7 @@ def in_process_score(answer: str, reference: str, tests: dict[str, str]) -> floa
                 signal.alarm(1)
                 got = eval(call, answer_ns)
                 signal.alarm(0)
-            except BaseException:
+            except BaseException:  # noqa: BLE001
                 signal.alarm(0)
                 continue
             if expected == got:

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sweet_trl import losses  # noqa: E402
+from sweet_trl import losses
 
 # One sequence, 8 positions: template (0), agent turn 1 (1 token), human (0), agent turn 2 (3 tokens), template (0)
 TURN_IDS = torch.tensor([[0, 1, 0, 0, 2, 2, 2, 0]])

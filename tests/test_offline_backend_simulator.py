@@ -12,8 +12,8 @@ import re
 import time
 
 import pytest
-
 from builtin_wrong_answers import WRONG_ANSWERS
+
 from colbench_gym.simulators.base import DONT_KNOW, Simulator, SimulatorRequest
 from colbench_gym.simulators.offline_backend import (
     LEAK_LINE_CHARS,

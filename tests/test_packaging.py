@@ -2,10 +2,9 @@
 
 import subprocess
 import sys
-import tomllib
 
 import pytest
-
+import tomllib
 from conftest import REPO_ROOT
 
 HEAVY = ("torch", "transformers", "trl", "peft", "accelerate", "bitsandbytes", "vllm", "playwright",
@@ -40,7 +39,7 @@ def test_base_dependencies_are_light():
 
 def test_backend_episode_runs_without_heavy_packages():
     out = subprocess.run([sys.executable, "-c", BLOCKED_EPISODE], capture_output=True, text=True, timeout=120,
-                         cwd=REPO_ROOT)
+                         cwd=REPO_ROOT, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "ok []"
 

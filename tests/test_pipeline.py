@@ -15,15 +15,14 @@ import random
 from pathlib import Path
 
 import pytest
-
 from builtin_wrong_answers import WRONG_ANSWERS
 from helpers_tiny_models import save_tiny_model
 
 pytest.importorskip("trl")
 
-from sweet_trl import pipeline  # noqa: E402
-from sweet_trl.pipeline import MARKER, Stage, StageError, StageResult, run_stage  # noqa: E402
-from sweet_trl.pipeline_config import RunArguments  # noqa: E402
+from sweet_trl import pipeline
+from sweet_trl.pipeline import MARKER, Stage, StageError, StageResult, run_stage
+from sweet_trl.pipeline_config import RunArguments
 
 STAGE_ORDER = ["collect", "critic_pairs", "train_critic", "sample_candidates", "rank", "policy_pairs",
                "train_policy", "evaluate/zero_shot", "evaluate/sweet"]

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from helpers_tiny_models import (  # noqa: E402
+from helpers_tiny_models import (
     DETAILS,
     FILLERS,
     decisive_question,
@@ -20,8 +20,8 @@ from helpers_tiny_models import (  # noqa: E402
     tiny_tokenizer,
 )
 
-from sweet_trl.policy_config import TurnPreferenceConfig  # noqa: E402
-from sweet_trl.policy_trainer import (  # noqa: E402
+from sweet_trl.policy_config import TurnPreferenceConfig
+from sweet_trl.policy_trainer import (
     TurnPreferenceTrainer,
     check_turn_pairs,
     preference_margins,

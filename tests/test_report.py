@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from sweet_trl.report import build_report, load_run  # noqa: E402
-from sweet_trl.report.html import advantage_color  # noqa: E402
+from sweet_trl.report import build_report, load_run
+from sweet_trl.report.html import advantage_color
 
 DIALOGUE = [
     {"role": "user", "content": "I need a function <b>shipping_cost</b>."},
@@ -176,7 +176,6 @@ def test_frontend_evaluation_renders_both_pages_for_the_report(tmp_path):
     """The evaluate stage of a frontend run renders the agent's final page and the target page (real Chromium);
     the report shows them side by side."""
     from colbench_gym.rendering import RendererUnavailable, find_chromium
-
     from sweet_trl.pipeline import StageContext, _render_pages, write_json_atomic
     from sweet_trl.pipeline_config import RunArguments
 

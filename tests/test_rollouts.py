@@ -183,9 +183,8 @@ def test_resume_skips_finished_episodes_and_refuses_to_clobber(tmp_path):
 
 def test_a_second_writer_is_refused(tmp_path):
     output = tmp_path / "r.jsonl"
-    with TrajectoryWriter(output):
-        with pytest.raises(RuntimeError, match="another collector"):
-            TrajectoryWriter(output, resume=True)
+    with TrajectoryWriter(output), pytest.raises(RuntimeError, match="another collector"):
+        TrajectoryWriter(output, resume=True)
 
 
 def test_partial_last_line_is_repaired_before_appending(tmp_path):

@@ -4,9 +4,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from helpers_tiny_models import EOS, collaborative_trajectories, synthetic_corpus, tiny_tokenizer  # noqa: E402
+from helpers_tiny_models import EOS, collaborative_trajectories, synthetic_corpus, tiny_tokenizer
 
-from sweet_trl.tokenization import (  # noqa: E402
+from sweet_trl.tokenization import (
     TRUNCATION_MARKER,
     ChatTemplateError,
     CriticInputFormat,

@@ -10,10 +10,10 @@ import pytest
 
 pytest.importorskip("datasets")
 
-from helpers_tiny_models import collaborative_trajectories  # noqa: E402
+from helpers_tiny_models import collaborative_trajectories
 
-from sweet_trl.generation.base import Generation  # noqa: E402
-from sweet_trl.turn_pairs import (  # noqa: E402
+from sweet_trl.generation.base import Generation
+from sweet_trl.turn_pairs import (
     TurnPairsConfig,
     build_turn_pairs,
     draw_pairs,
@@ -147,7 +147,7 @@ def test_both_rankings_on_hand_made_scores(tmp_path, ranking, top):
     calls = []
     config = TurnPairsConfig(ranking=ranking, seed=3)
     ranked = rank_candidates(candidate_rows(), fake_critic(calls), config, output_dir=tmp_path / "ranked")
-    (dialogue, candidates, privileged), = calls
+    (dialogue, _candidates, privileged), = calls
     assert dialogue == [{"role": "user", "content": "Write a converter."}]  # the critic's view: no instructions
     assert privileged == "def convert(x): return x"
     row = ranked[0]
@@ -228,7 +228,7 @@ def test_sampling_keeps_good_candidates_records_failures_and_resumes(tmp_path):
     rows = sample_candidates(states, backend, config, output_dir=output)
     assert sum(len(h) for h, *_ in backend.calls) == len(states) - 8  # only the missing states
     assert not partial.exists() and len(rows) == len(states) == 12
-    histories, n, sampling, seeds = backend.calls[0]
+    _histories, n, sampling, _seeds = backend.calls[0]
     assert n == 5 and sampling.temperature == 0.7 and sampling.max_new_tokens == 64 and sampling.logprobs
     for row in rows:
         assert len(row["candidates"]) == 3

@@ -10,7 +10,8 @@ Subclasses say how an answer is extracted and scored, and what the human is show
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
@@ -159,7 +160,7 @@ class DialogueEnv(gym.Env[str, str]):
     def _ask_simulator(self) -> SimulatorReply:
         try:
             reply = self.simulator.reply(self.simulator_request())
-        except Exception as err:  # a simulator bug must not kill a batch of episodes
+        except Exception as err:  # noqa: BLE001 (a simulator bug must not kill a batch of episodes)
             return SimulatorReply(SIMULATOR_FALLBACK, error=f"{type(err).__name__}: {err}")
         if not isinstance(reply, SimulatorReply):
             return SimulatorReply(SIMULATOR_FALLBACK, error=f"simulator returned {type(reply).__name__}")

@@ -107,7 +107,7 @@ def _make_encoder(max_depth, max_items, max_bytes):
     def type_name(t):
         try:
             return f"{_type_module(t)}.{_type_qualname(t)}"
-        except Exception:
+        except Exception:  # noqa: BLE001
             return "?"
 
     def enc(x, depth):
@@ -186,7 +186,7 @@ def _make_encoder(max_depth, max_items, max_bytes):
                 return enc(tolist(x), depth)
         try:
             text = _repr(x)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001
             raise _Unencodable(f"repr() of {type_name(t)} failed: {_type(exc).__name__}") from None
         if _type(text) is not _str:
             raise _Unencodable(f"repr() of {type_name(t)} did not return a str")
@@ -207,7 +207,7 @@ def _describe(exc):
     name = type(exc).__name__
     try:
         text = str(exc)
-    except BaseException:
+    except BaseException:  # noqa: BLE001
         text = "<str() failed>"
     return name, text[:500]
 
@@ -253,7 +253,7 @@ def _child(cfg, fds, null_fd):
         if _RANDOM is not None:  # imported in the server: it re-seeds itself from urandom after fork
             _RANDOM.seed(0)
         nonce = bytes.fromhex(job["nonce"])
-    except BaseException:
+    except BaseException:  # noqa: BLE001
         _exit(71)
     _harness(units, result_fd, nonce, cfg, _ENCODE)
     _exit(0)
@@ -622,7 +622,7 @@ def _main():
     for module in cfg.get("preload", ()):
         try:
             __import__(module)
-        except Exception:  # not installed, or broken: the answers that need it will say so
+        except Exception:  # noqa: BLE001 (not installed, or broken: the answers that need it will say so)
             pass
     _ENCODE = _make_encoder(cfg["max_depth"], cfg["max_items"], cfg["max_result_bytes"])
     _RANDOM = sys.modules.get("random")
@@ -637,7 +637,7 @@ def _main():
             _PRCTL = libc.prctl
             libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
             libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the grader
-        except Exception:
+        except Exception:  # noqa: BLE001
             pass
     os.makedirs(cfg["workdir"], exist_ok=True)
     if cfg["drop_uid"] is not None:
@@ -647,8 +647,8 @@ def _main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Line-buffered, so a child's prints reach the grader (which bounds them) as they happen. Made
     # here once: children inherit them with fds 1 and 2 pointing at their own output pipe.
-    sys.stdout = sys.__stdout__ = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
-    sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+    sys.stdout = sys.__stdout__ = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     server = _Server(cfg)
     _warm_up(cfg)
     if _RANDOM is not None:

@@ -32,7 +32,7 @@ def _mutable_constants(tree: ast.AST) -> list[ast.Constant]:
     return found
 
 
-def _mutated(value: int | float | str) -> int | float | str:
+def _mutated(value: float | str) -> int | float | str:
     if isinstance(value, str):
         return value + "~" if value else "~"
     return value + 1

@@ -303,7 +303,8 @@ def probe_bwrap(prefix: list[str]) -> str | None:
             return _bwrap_probe[key]
     try:
         done = subprocess.run(
-            [*prefix, "/bin/true"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30, env=sandbox_environment()
+            [*prefix, "/bin/true"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30, env=sandbox_environment(),
+            check=False,
         )
         stderr = done.stderr.decode("utf-8", "replace").strip()
         reason = None if done.returncode == 0 else (stderr or f"exit status {done.returncode}")
@@ -426,7 +427,7 @@ class SandboxProcess:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config["ctl_fd"] = child_sock.fileno()
         command = prefix + [self.python, *python_flags(), "-c", source, json.dumps(config)]
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (kept open for the server's lifetime)
         try:
             self.proc = subprocess.Popen(
                 command,

@@ -366,7 +366,7 @@ class Renderer:
         for thread in threads:
             thread.join()
 
-    def __enter__(self) -> Renderer:  # noqa: PYI034 (no subclasses; Self needs Python 3.11)
+    def __enter__(self) -> Renderer:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -127,7 +127,7 @@ class ChatClient:
                     return ChatResult(None, str(err), attempt + 1, retries, time.monotonic() - started)
                 retries.append(str(err))
                 time.sleep(self._delay(attempt, err.retry_after))
-            except Exception as err:  # e.g. a payload json cannot encode: a bug of the caller, recorded
+            except Exception as err:  # noqa: BLE001 (e.g. a payload json cannot encode: a bug of the caller, recorded)
                 return ChatResult(None, f"request failed: {type(err).__name__}: {err}", attempt + 1, retries,
                                   time.monotonic() - started)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -173,7 +173,7 @@ class ChatClient:
 def _read_error_body(err: urllib.error.HTTPError) -> str:
     try:
         text = err.read().decode("utf-8", errors="replace")
-    except Exception:  # the body is only for the message
+    except Exception:  # noqa: BLE001 (the body is only for the message)
         return err.reason if isinstance(err.reason, str) else ""
     try:
         parsed = json.loads(text)
@@ -270,7 +270,7 @@ class OpenAISimulator:
         limit = self.max_chars or (FRONTEND_REPLY_CHARS if frontend else BACKEND_REPLY_CHARS)
         try:
             payload = self.build_payload(request)
-        except Exception as err:  # a malformed request is recorded, like any failure
+        except Exception as err:  # noqa: BLE001 (a malformed request is recorded, like any failure)
             return SimulatorReply(FAILED_REPLY, error=f"cannot build the request: {type(err).__name__}: {err}")
         result = self.client.complete(payload)
         usage: dict[str, Any] = {"attempts": result.attempts, "retries": result.retries,

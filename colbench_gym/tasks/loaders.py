@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Literal
 
 from colbench_gym._optional import require
 from colbench_gym.tasks.schema import BackendTask, FrontendTask, Task, TaskFormatError

@@ -18,8 +18,9 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 
 class TaskFormatError(ValueError):
@@ -50,7 +51,7 @@ class BackendTask:
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any], where: str = "task row") -> "BackendTask":
+    def from_row(cls, row: Mapping[str, Any], where: str = "task row") -> BackendTask:
         if not isinstance(row, Mapping):
             raise TaskFormatError(f"{where}: expected a JSON object, got {type(row).__name__}")
         problem = _require_str(row, "problem_description", where)
@@ -114,7 +115,7 @@ class FrontendTask:
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any], where: str = "task row") -> "FrontendTask":
+    def from_row(cls, row: Mapping[str, Any], where: str = "task row") -> FrontendTask:
         if not isinstance(row, Mapping):
             raise TaskFormatError(f"{where}: expected a JSON object, got {type(row).__name__}")
         problem = _require_str(row, "problem_description", where)

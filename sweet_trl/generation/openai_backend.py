@@ -111,7 +111,7 @@ class OpenAIBackend:
             i, _, count, seed = job
             try:
                 result = self.client.complete(self.payload(histories[i], count, sampling, seed))
-            except Exception as err:  # e.g. an unserialisable message: recorded, never raised
+            except Exception as err:  # noqa: BLE001 (e.g. an unserialisable message: recorded, never raised)
                 result = ChatResult(None, f"request failed: {type(err).__name__}: {err}", attempts=1)
             return self.parse(result, count)
 

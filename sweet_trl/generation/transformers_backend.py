@@ -231,7 +231,7 @@ class TransformersBackend:
         for i, history in enumerate(histories):
             try:
                 text, ids, dropped = fit_prompt(self.tokenizer, history, self.max_prompt_tokens, self.chat_template)
-            except Exception as err:  # a template error on one history must not fail the batch
+            except Exception as err:  # noqa: BLE001 (a template error on one history must not fail the batch)
                 message = f"chat template failed: {type(err).__name__}: {err}"
                 results[i] = [Generation.failed(message) for _ in range(n)]
                 continue
@@ -312,7 +312,7 @@ class TransformersBackend:
                 for generator, seed in zip(generators, row_seeds):
                     generator.manual_seed(seed)
                 output = run(None)
-        except Exception as err:  # e.g. out of memory: every row of this chunk records it
+        except Exception as err:  # noqa: BLE001 (e.g. out of memory: every row of this chunk records it)
             message = f"generate failed: {type(err).__name__}: {err}"
             return [Generation.failed(message, row.text, list(row.ids)) for row in chunk]
 

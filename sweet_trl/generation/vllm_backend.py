@@ -88,7 +88,7 @@ class VLLMBackend:
         for i, history in enumerate(histories):
             try:
                 text, ids, dropped = fit_prompt(self.tokenizer, history, self.max_prompt_tokens, self.chat_template)
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001
                 message = f"chat template failed: {type(err).__name__}: {err}"
                 results[i] = [Generation.failed(message) for _ in range(n)]
                 continue
@@ -105,7 +105,7 @@ class VLLMBackend:
         if prompts:
             try:
                 outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=self.use_tqdm)
-            except Exception as err:  # the engine refused the batch (e.g. a prompt beyond max_model_len)
+            except Exception as err:  # noqa: BLE001 (the engine refused the batch (e.g. a prompt beyond max_model_len))
                 outputs = None
                 message = f"vllm generate failed: {type(err).__name__}: {err}"
                 for i, text, prompt in zip(owners, texts, prompts):

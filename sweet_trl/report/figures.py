@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 import math
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from colbench_gym._optional import require
 

@@ -6,8 +6,9 @@ import base64
 import html
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from sweet_trl.report import figures
 from sweet_trl.report.data import RunData, iter_jsonl, load_log_history, rewards_of
