@@ -8,7 +8,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP := $(VENV)/.setup-stamp
 APT_PACKAGES := chromium chromium-headless-shell bubblewrap fonts-dejavu-core
 
-.PHONY: setup system-deps demo test test-all benchmarks clean
+.PHONY: setup system-deps demo test test-all benchmarks lint clean
 
 setup: $(STAMP)
 
@@ -43,3 +43,6 @@ benchmarks: setup
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info
+
+lint: setup
+	$(VENV)/bin/ruff check .

@@ -140,6 +140,27 @@ def test_missing_chromium_is_a_clear_error(monkeypatch):
         find_chromium()
 
 
+def test_the_headless_shell_is_preferred_to_the_full_browser(monkeypatch, tmp_path):
+    from colbench_gym.rendering import renderer
+
+    def executable(name):
+        path = tmp_path / name
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+        return str(path)
+
+    assert "headless-shell" in renderer.DEFAULT_CHROMIUM_PATHS[0]  # the system's shell comes first
+    full, shell = executable("chromium"), executable("chromium-headless-shell")
+    monkeypatch.delenv("COLBENCH_CHROMIUM", raising=False)
+    monkeypatch.setattr(renderer, "DEFAULT_CHROMIUM_PATHS", (str(tmp_path / "missing"), shell, full))
+    assert renderer.find_chromium() == shell
+    monkeypatch.setattr(renderer, "DEFAULT_CHROMIUM_PATHS", (full,))
+    assert renderer.find_chromium() == full  # the full browser when there is no shell
+    monkeypatch.setenv("COLBENCH_CHROMIUM", full)
+    monkeypatch.setattr(renderer, "DEFAULT_CHROMIUM_PATHS", (shell,))
+    assert renderer.find_chromium() == full  # an explicit choice wins
+
+
 def test_placeholder_is_deterministic_and_sized():
     from PIL import Image
 
