@@ -148,7 +148,7 @@ class FrontendEnv(DialogueEnv):
 
     ## Setup
     ``pip install 'colbench-gym[frontend]'`` (add ``[clip]`` for CLIP), a Chromium (``apt-get install
-    chromium`` or ``COLBENCH_CHROMIUM``), and the offline Tailwind CSS:
+    chromium-headless-shell``, or ``chromium``, or ``COLBENCH_CHROMIUM``), and the offline Tailwind CSS:
     ``python -m colbench_gym.rendering.assets --fetch``.
 
     ## Version History
