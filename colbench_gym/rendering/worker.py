@@ -3,8 +3,8 @@
 Started by :class:`colbench_gym.rendering.Renderer` as ``python -m colbench_gym.rendering.worker``
 in its own session, so the renderer can kill the whole process tree when a page passes its
 deadline. It reads render requests on stdin and writes results on the original stdout (anything
-else printed goes to stderr). Each render gets a fresh browser context; the next context is
-prepared while the caller is busy with the previous result.
+else printed goes to stderr). Each render gets a fresh browser context; while the caller is busy with
+a result, the context that produced it is closed and the next one prepared.
 """
 
 from __future__ import annotations
@@ -212,6 +212,7 @@ class BrowserWorker:
             handle_sighup=False,
         )
         self.next_page: _Page | None = None
+        self.used_page: _Page | None = None
         if parsing is not None:
             parsing.join()
             if self._purger is None:
@@ -226,6 +227,10 @@ class BrowserWorker:
         return self._purger.purge(html).encode("utf-8") if self._purger else self.full_css
 
     def prepare(self) -> None:
+        """Between requests: close the last render's context, open the next one."""
+        if self.used_page is not None:
+            page, self.used_page = self.used_page, None
+            page.close()
         if self.next_page is None:
             self.next_page = _Page(self)
 
@@ -247,10 +252,13 @@ class BrowserWorker:
             header = {"status": status, "error": str(err).splitlines()[0][:500] if str(err) else type(err).__name__}
         if page is not None:
             header.update(blocked_requests=page.blocked, blocked_urls=page.blocked_urls, served=page.served)
-            try:
-                page.close()
-            except Exception:  # noqa: BLE001 (a context that will not close means a broken browser)
-                header["restart"] = True
+            if header["status"] == "ok":
+                self.used_page = page  # closed after the result is sent, off the caller's critical path
+            else:  # a page that failed may still be busy: close it before the next request can be charged
+                try:
+                    page.close()
+                except Exception:  # noqa: BLE001 (a context that will not close means a broken browser)
+                    header["restart"] = True
         header["seconds"] = time.perf_counter() - started
         if not self.browser.is_connected():
             header["restart"] = True
