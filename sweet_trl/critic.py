@@ -323,7 +323,14 @@ class SweetCritic:
         trajectories = [history + [{"role": self.input_format.agent_role, "content": c}] for c in candidates]
         _, inputs = self._inputs(trajectories, privileged, score_turns=[-1])
         conversations = [r.conversation for r in inputs if r.conversation is not None]
-        scored = self._shared_prefix_turn_logps(conversations)
+        try:
+            scored = self._shared_prefix_turn_logps(conversations)
+        except (TypeError, ValueError, AttributeError, NotImplementedError) as err:
+            # An architecture whose cache cannot be copied, repeated or continued: score whole dialogues.
+            logger.warning("critic: shared-prefix scoring failed (%s: %s); encoding whole dialogues from now on",
+                           type(err).__name__, err)
+            self.share_prefix = False
+            scored = None
         scored = iter(scored if scored is not None else self._turn_logps(conversations))
         details = CandidateScores([], [], [], [])
         for result in inputs:

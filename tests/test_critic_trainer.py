@@ -169,6 +169,24 @@ def test_candidates_are_scored_in_one_batch_like_full_trajectories(trained, shar
     assert details.advantages[0] == pytest.approx(details.critic_mean_logps[0] - details.ref_mean_logps[0])
 
 
+def test_a_cache_that_cannot_be_shared_falls_back_to_whole_dialogues(trained, monkeypatch):
+    from transformers import DynamicCache
+
+    critic = SweetCritic.from_trainer(trained["trainer"])
+    record = next(r for r in trained["heldout"] if r["success"])
+    history = record["dialogue_history"][: 1 + 2 * record["decisive_turn"]]
+    candidates = [FILLERS[0], FILLERS[3]]
+    shared = critic.score_candidates(history, candidates, record["task"]["ground_truth"])
+
+    def unsupported(self, repeats):
+        raise NotImplementedError("this cache cannot be repeated")
+
+    monkeypatch.setattr(DynamicCache, "batch_repeat_interleave", unsupported)
+    fallback = critic.score_candidates(history, candidates, record["task"]["ground_truth"])
+    assert critic.share_prefix is False
+    assert fallback == pytest.approx(shared, rel=1e-5, abs=1e-6)
+
+
 def test_both_normalizations_score_the_same_turns_differently(trained):
     critic = SweetCritic.from_trainer(trained["trainer"])
     record = trained["heldout"][0]
