@@ -179,6 +179,35 @@ def peft_and_quantization(model_config: Any) -> tuple[Any, Any]:
     return trl.get_peft_config(model_config), trl.get_quantization_config(model_config)
 
 
+def trainer_inputs(config: Any, model_config: Any = None, model: Any = None,
+                   tokenizer: Any = None) -> tuple[Any, Any, Any, Any]:
+    """``(model, tokenizer, peft_config, quantization_config)`` for a TRL trainer, as every ``train_*`` helper
+    takes them: a loaded ``model``, or the name in ``model_config`` (whose loading options then go into
+    ``config.model_init_kwargs``); the tokenizer of that model unless given; LoRA/QLoRA from ``model_config``."""
+    transformers = require("transformers", "llm")
+    peft_config = quantization_config = None
+    if model_config is not None:
+        peft_config, quantization_config = peft_and_quantization(model_config)
+    if model is None:
+        if model_config is None or not model_config.model_name_or_path:
+            raise ValueError("pass a model, or a ModelConfig with model_name_or_path")
+        model = model_config.model_name_or_path
+        config.model_init_kwargs = model_init_kwargs(model_config, config)
+    if tokenizer is None:
+        source = model if isinstance(model, str) else model.config._name_or_path
+        tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+    return model, tokenizer, peft_config, quantization_config
+
+
+def fit_and_save(trainer: Any, config: Any, tokenizer: Any) -> str:
+    """Train (resuming from ``config.resume_from_checkpoint``), save the model or adapter and the tokenizer to
+    ``config.output_dir``; return that folder."""
+    trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    trainer.save_model(config.output_dir)
+    tokenizer.save_pretrained(config.output_dir)
+    return str(Path(config.output_dir))
+
+
 def train_turn_preference(
     config: TurnPreferenceConfig,
     train_pairs: str | Path | Any,
@@ -194,27 +223,13 @@ def train_turn_preference(
     loaded model; LoRA still comes from ``model_config`` when given) and ``tokenizer`` directly.
     Returns ``config.output_dir``.
     """
-    transformers = require("transformers", "llm")
     train_dataset, eval_dataset = as_dataset(train_pairs), as_dataset(eval_pairs)
-    peft_config = quantization_config = None
-    if model_config is not None:
-        peft_config, quantization_config = peft_and_quantization(model_config)
-    if model is None:
-        if model_config is None or not model_config.model_name_or_path:
-            raise ValueError("pass a model, or a ModelConfig with model_name_or_path")
-        model = model_config.model_name_or_path
-        config.model_init_kwargs = model_init_kwargs(model_config, config)
-    if tokenizer is None:
-        source = model if isinstance(model, str) else model.config._name_or_path
-        tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+    model, tokenizer, peft_config, quantization_config = trainer_inputs(config, model_config, model, tokenizer)
     trainer = TurnPreferenceTrainer(
         model, args=config, train_dataset=train_dataset, eval_dataset=eval_dataset, processing_class=tokenizer,
         peft_config=peft_config, quantization_config=quantization_config,
     )
-    trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
-    trainer.save_model(config.output_dir)
-    tokenizer.save_pretrained(config.output_dir)
-    return config.output_dir
+    return fit_and_save(trainer, config, tokenizer)
 
 
 def preference_margins(model: Any, tokenizer: Any, pairs: Sequence[dict[str, Any]] | Any,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from colbench_gym._optional import require
@@ -139,27 +138,13 @@ def train_rejection_finetune(
     (model name, LoRA with ``use_peft``, QLoRA with ``load_in_4bit``), or pass ``model`` and ``tokenizer``.
     Returns ``config.output_dir``.
     """
-    from sweet_trl.policy_trainer import model_init_kwargs, peft_and_quantization
+    from sweet_trl.policy_trainer import fit_and_save, trainer_inputs
 
-    transformers = require("transformers", "llm")
-    peft_config = quantization_config = None
-    if model_config is not None:
-        peft_config, quantization_config = peft_and_quantization(model_config)
-    if model is None:
-        if model_config is None or not model_config.model_name_or_path:
-            raise ValueError("pass a model, or a ModelConfig with model_name_or_path")
-        model = model_config.model_name_or_path
-        config.model_init_kwargs = model_init_kwargs(model_config, config)
-    if tokenizer is None:
-        source = model if isinstance(model, str) else model.config._name_or_path
-        tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+    model, tokenizer, peft_config, quantization_config = trainer_inputs(config, model_config, model, tokenizer)
     train_dataset = rft_dataset(trajectories, tokenizer, config)
     eval_dataset = rft_dataset(eval_trajectories, tokenizer, config) if eval_trajectories is not None else None
     trainer = _trl.SFTTrainer(
         model, args=config, train_dataset=train_dataset, eval_dataset=eval_dataset, processing_class=tokenizer,
         peft_config=peft_config, quantization_config=quantization_config,
     )
-    trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
-    trainer.save_model(config.output_dir)
-    tokenizer.save_pretrained(config.output_dir)
-    return str(Path(config.output_dir))
+    return fit_and_save(trainer, config, tokenizer)
