@@ -207,17 +207,61 @@ def test_row_sampler_draws_from_the_tempered_truncated_distribution():
     assert len(sampler.step_logprobs) == draws
 
 
-def test_static_cache_falls_back_to_dynamic(tiny, monkeypatch):
+def test_next_turns_are_prefilled_from_the_cached_dialogue(tiny):
     model, tokenizer = tiny
-    backend = TransformersBackend(model, tokenizer, device="cpu")
+    cached = TransformersBackend(model, tokenizer, device="cpu", prefix_cache_tokens=4096)
+    plain = TransformersBackend(model, tokenizer, device="cpu", prefix_cache_tokens=0)
+    histories = [HISTORY_A, HISTORY_B, HISTORY_A + [{"role": "assistant", "content": "Which numbers?"},
+                                                    {"role": "user", "content": "Integers only."}]]
+    previous: list = []
+    for turn in range(3):
+        reused_before = cached.prefix_cache.reused_tokens
+        seeds = [10 * turn + i for i in range(len(histories))]
+        with_cache = cached.generate(histories, sampling=sampling(max_new_tokens=8), seeds=seeds)
+        without = plain.generate(histories, sampling=sampling(max_new_tokens=8), seeds=seeds)
+        for [a], [b] in zip(with_cache, without):
+            assert a.token_ids == b.token_ids and a.prompt_token_ids == b.prompt_token_ids
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+        # Each dialogue goes on from its cached prompt and reply: little more than the new message is prefilled.
+        reused = cached.prefix_cache.reused_tokens - reused_before
+        assert reused >= 0.9 * sum(len(g.prompt_token_ids) for [g] in previous) and (reused > 0) == (turn > 0)
+        previous = with_cache
+        histories = [h + [{"role": "assistant", "content": g.text}, {"role": "user", "content": "Go on, please."}]
+                     for h, [g] in zip(histories, with_cache)]
+    assert cached.prefix_cache.tokens <= 4096 and plain.prefix_cache is None
+
+
+def test_the_prefix_cache_keeps_within_its_budget():
+    from sweet_trl.generation.transformers_backend import _PrefixCache
+
+    cache = _PrefixCache(max_tokens=100)
+    layers = [(torch.zeros(1, 1, 40, 2), torch.zeros(1, 1, 40, 2))]
+    cache.add(list(range(40)), layers)
+    cache.add(list(range(1000, 1040)), layers)
+    assert cache.longest_prefix(list(range(30)) + [7]) == (30, layers)  # the first one, now most recent
+    cache.add(list(range(2000, 2040)), layers)  # 120 tokens: the least recently used goes
+    assert list(cache.entries) == [tuple(range(40)), tuple(range(2000, 2040))] and cache.tokens == 80
+    assert cache.longest_prefix(list(range(5))) == (0, None)  # too short to be worth it
+    cache.add(list(range(200)), layers)  # longer than the whole budget: not kept
+    assert cache.tokens == 80
+
+
+@pytest.mark.parametrize("prefix_cache_tokens", [0, 4096])  # static cache made by generate, or prefilled by us
+def test_static_cache_falls_back_to_dynamic(tiny, monkeypatch, prefix_cache_tokens):
+    from transformers import StaticCache
+
+    model, tokenizer = tiny
+    backend = TransformersBackend(model, tokenizer, device="cpu", prefix_cache_tokens=prefix_cache_tokens)
     assert backend.cache_implementation == "static"
     [[reference]] = backend.generate([HISTORY_A], sampling=sampling(), seeds=[4])
     original = model.generate
     calls = []
 
     def picky_generate(*args, generation_config=None, **kwargs):
-        calls.append(generation_config.cache_implementation)
-        if generation_config.cache_implementation == "static":
+        static = generation_config.cache_implementation == "static" or isinstance(
+            kwargs.get("past_key_values"), StaticCache)
+        calls.append("static" if static else generation_config.cache_implementation)
+        if static:
             raise ValueError("this model does not support a static cache")
         return original(*args, generation_config=generation_config, **kwargs)
 

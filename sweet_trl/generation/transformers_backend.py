@@ -14,6 +14,7 @@ the sampled tokens under ``log_softmax`` of the raw logits (no temperature, top-
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -135,6 +136,52 @@ class _Row(NamedTuple):
     dropped: int
 
 
+# A cached prefix shorter than this is not worth a lookup's copy: the forward over it is as cheap.
+_MIN_REUSED_TOKENS = 16
+
+
+class _PrefixCache:
+    """Keys and values of recent sequences (a prompt and the tokens generated after it), so that the next
+    prompt of the same dialogue -- the same tokens plus a reply and a new message -- is prefilled only from
+    where it differs. Least recently used first out, within a budget of cached tokens."""
+
+    def __init__(self, max_tokens: int) -> None:
+        self.max_tokens = max_tokens
+        self.entries: OrderedDict[tuple[int, ...], list[tuple[Any, Any]]] = OrderedDict()
+        self.tokens = 0
+        self.reused_tokens = 0  # prompt tokens whose prefill the cache saved, for reports and tests
+
+    def longest_prefix(self, ids: Sequence[int]) -> tuple[int, list[tuple[Any, Any]] | None]:
+        """``(n, layers)``: the cached entry sharing the longest prefix with ``ids``, and its length."""
+        best, best_length = None, 0
+        for key in self.entries:
+            length = _common_prefix_length(key, ids)
+            if length > best_length:
+                best, best_length = key, length
+        if best is None or best_length < _MIN_REUSED_TOKENS:
+            return 0, None
+        self.entries.move_to_end(best)
+        return best_length, self.entries[best]
+
+    def add(self, ids: Sequence[int], layers: list[tuple[Any, Any]]) -> None:
+        key = tuple(ids)
+        if len(key) > self.max_tokens or key in self.entries:
+            return
+        self.entries[key] = layers
+        self.tokens += len(key)
+        while self.tokens > self.max_tokens:
+            evicted, _ = self.entries.popitem(last=False)
+            self.tokens -= len(evicted)
+
+
+def _common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
 class TransformersBackend:
     """A local ``transformers`` causal LM behind the :class:`GenerationBackend` interface.
 
@@ -159,12 +206,18 @@ class TransformersBackend:
             only decoding runs batched (the same samples as a padded batch prefill, up to float rounding).
         max_prompt_tokens: longer prompts lose their oldest agent/human exchanges (see
             :func:`fit_prompt`); ``Generation.prompt_messages_dropped`` says how many messages went.
+        prefix_cache_tokens: with rows prefilled on their own (the CPU default above), keep the keys and
+            values of up to this many recent tokens (prompts and what was generated after them): a prompt
+            that continues a cached sequence -- the next turn of the same dialogue, another episode of the
+            same task -- is prefilled only from where it differs. Costs memory (about 46 kB per token for
+            SmolLM2-135M in float32); 0 turns it off.
     """
 
     def __init__(self, model: Any = "embedded", tokenizer: Any = None, *, gguf_file: str | None = None,
                  device: str | None = None, dtype: Any = None, max_batch_size: int = 32,
                  chat_template: str | None = None, name: str | None = None, trust_remote_code: bool = False,
-                 cache_implementation: str | None = "auto", max_prompt_tokens: int | None = None):
+                 cache_implementation: str | None = "auto", max_prompt_tokens: int | None = None,
+                 prefix_cache_tokens: int = 16384):
         torch = require("torch", "llm")
         transformers = require("transformers", "llm")
         if max_batch_size < 1:
@@ -212,6 +265,7 @@ class TransformersBackend:
         # CPU only: there a padded batch prefill costs more than its rows alone (see _prefill_rows); on a
         # GPU the one batched forward is the faster.
         self.prefill_rows_alone = self.device.type == "cpu"
+        self.prefix_cache = _PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
 
     # -- public -------------------------------------------------------------------------------
     def render(self, history: History) -> str:
@@ -279,7 +333,8 @@ class TransformersBackend:
         def run(cache_implementation: str | None):
             with torch.inference_mode():
                 cache = None
-                if cache_implementation == "static" and self.prefill_rows_alone and len(chunk) > 1:
+                if cache_implementation == "static" and self.prefill_rows_alone and (
+                        len(chunk) > 1 or self.prefix_cache is not None):
                     try:
                         cache = self._prefill_rows(chunk, width, width + max_new)
                     except (ValueError, TypeError, NotImplementedError, AttributeError, RuntimeError):
@@ -293,11 +348,14 @@ class TransformersBackend:
                     cache_implementation=None if cache is not None else cache_implementation,
                     disable_compile=True,
                 )
-                return self.model.generate(
+                output = self.model.generate(
                     input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
                     generation_config=config, logits_processor=LogitsProcessorList([sampler]),
                     tokenizer=self.tokenizer if sampling.stop else None, past_key_values=cache,
                 )
+                if cache is not None and self.prefix_cache is not None:
+                    self._keep_prefixes(chunk, width, cache, output.sequences[:, width:].tolist())
+                return output
 
         try:
             try:
@@ -350,8 +408,15 @@ class TransformersBackend:
             return None
         for b, row in enumerate(chunk):
             row_cache = DynamicCache(config=self.model.config)
-            head = torch.tensor([row.ids[:-1]], dtype=torch.long, device=self.device)
-            self.model(input_ids=head, past_key_values=row_cache, use_cache=True, logits_to_keep=1)
+            head_ids = row.ids[:-1]
+            reused, layers = self.prefix_cache.longest_prefix(head_ids) if self.prefix_cache else (0, None)
+            if layers is not None:
+                for index, (keys, values) in enumerate(layers):
+                    row_cache.update(keys[:, :, :reused], values[:, :, :reused], index)
+                self.prefix_cache.reused_tokens += reused
+            if reused < len(head_ids):
+                head = torch.tensor([head_ids[reused:]], dtype=torch.long, device=self.device)
+                self.model(input_ids=head, past_key_values=row_cache, use_cache=True, logits_to_keep=1)
             start = width - len(row.ids)
             for layer, row_layer in zip(cache.layers, row_cache.layers):
                 if not layer.is_initialized:  # allocates [batch, heads, max_cache_len, head_dim] of zeros
@@ -364,6 +429,24 @@ class TransformersBackend:
         for layer in cache.layers:
             layer.cumulative_length.fill_(width - 1)
         return cache
+
+    def _keep_prefixes(self, chunk: list[_Row], width: int, cache: Any, new_tokens: list[list[int]]) -> None:
+        """Copy each row's keys and values out of the batch's static cache into the prefix cache.
+
+        Valid for a row: its prompt, then the generated tokens that were fed back -- all but the last
+        sampled, and nothing after the row's end of sequence (the batch keeps feeding it padding).
+        """
+        for b, row in enumerate(chunk):
+            tokens = new_tokens[b]
+            fed = max(0, len(tokens) - 1)
+            for k, token in enumerate(tokens[:fed]):
+                if token in self.eos_ids:
+                    fed = k + 1
+                    break
+            start, end = width - len(row.ids), width + fed
+            layers = [(layer.keys[b: b + 1, :, start:end].clone(), layer.values[b: b + 1, :, start:end].clone())
+                      for layer in cache.layers]
+            self.prefix_cache.add(list(row.ids) + tokens[:fed], layers)
 
     def _finish_row(self, tokens: list[int], logprobs: list[float], prompt_text: str, prompt_ids: list[int],
                     sampling: SamplingParams) -> Generation:
