@@ -209,8 +209,8 @@ def test_row_sampler_draws_from_the_tempered_truncated_distribution():
 
 def test_next_turns_are_prefilled_from_the_cached_dialogue(tiny):
     model, tokenizer = tiny
-    cached = TransformersBackend(model, tokenizer, device="cpu", prefix_cache_tokens=4096)
-    plain = TransformersBackend(model, tokenizer, device="cpu", prefix_cache_tokens=0)
+    cached = TransformersBackend(model, tokenizer, device="cpu", prefix_cache_mb=64)
+    plain = TransformersBackend(model, tokenizer, device="cpu", prefix_cache_mb=0)
     histories = [HISTORY_A, HISTORY_B, HISTORY_A + [{"role": "assistant", "content": "Which numbers?"},
                                                     {"role": "user", "content": "Integers only."}]]
     previous: list = []
@@ -228,30 +228,30 @@ def test_next_turns_are_prefilled_from_the_cached_dialogue(tiny):
         previous = with_cache
         histories = [h + [{"role": "assistant", "content": g.text}, {"role": "user", "content": "Go on, please."}]
                      for h, [g] in zip(histories, with_cache)]
-    assert cached.prefix_cache.tokens <= 4096 and plain.prefix_cache is None
+    assert 0 < cached.prefix_cache.bytes <= 64 << 20 and plain.prefix_cache is None
 
 
 def test_the_prefix_cache_keeps_within_its_budget():
     from sweet_trl.generation.transformers_backend import _PrefixCache
 
-    cache = _PrefixCache(max_tokens=100)
-    layers = [(torch.zeros(1, 1, 40, 2), torch.zeros(1, 1, 40, 2))]
+    layers = [(torch.zeros(1, 1, 40, 2), torch.zeros(1, 1, 40, 2))]  # 640 bytes an entry
+    cache = _PrefixCache(max_bytes=1500)
     cache.add(list(range(40)), layers)
     cache.add(list(range(1000, 1040)), layers)
     assert cache.longest_prefix(list(range(30)) + [7]) == (30, layers)  # the first one, now most recent
-    cache.add(list(range(2000, 2040)), layers)  # 120 tokens: the least recently used goes
-    assert list(cache.entries) == [tuple(range(40)), tuple(range(2000, 2040))] and cache.tokens == 80
+    cache.add(list(range(2000, 2040)), layers)  # 1920 bytes: the least recently used goes
+    assert list(cache.entries) == [tuple(range(40)), tuple(range(2000, 2040))] and cache.bytes == 1280
     assert cache.longest_prefix(list(range(5))) == (0, None)  # too short to be worth it
-    cache.add(list(range(200)), layers)  # longer than the whole budget: not kept
-    assert cache.tokens == 80
+    cache.add(list(range(200)), [(torch.zeros(1, 1, 200, 2), torch.zeros(1, 1, 200, 2))])  # over the budget alone
+    assert cache.bytes == 1280
 
 
-@pytest.mark.parametrize("prefix_cache_tokens", [0, 4096])  # static cache made by generate, or prefilled by us
-def test_static_cache_falls_back_to_dynamic(tiny, monkeypatch, prefix_cache_tokens):
+@pytest.mark.parametrize("prefix_cache_mb", [0, 64])  # the static cache made by generate, or prefilled by us
+def test_static_cache_falls_back_to_dynamic(tiny, monkeypatch, prefix_cache_mb):
     from transformers import StaticCache
 
     model, tokenizer = tiny
-    backend = TransformersBackend(model, tokenizer, device="cpu", prefix_cache_tokens=prefix_cache_tokens)
+    backend = TransformersBackend(model, tokenizer, device="cpu", prefix_cache_mb=prefix_cache_mb)
     assert backend.cache_implementation == "static"
     [[reference]] = backend.generate([HISTORY_A], sampling=sampling(), seeds=[4])
     original = model.generate

@@ -143,12 +143,12 @@ _MIN_REUSED_TOKENS = 16
 class _PrefixCache:
     """Keys and values of recent sequences (a prompt and the tokens generated after it), so that the next
     prompt of the same dialogue -- the same tokens plus a reply and a new message -- is prefilled only from
-    where it differs. Least recently used first out, within a budget of cached tokens."""
+    where it differs. Least recently used first out, within a memory budget."""
 
-    def __init__(self, max_tokens: int) -> None:
-        self.max_tokens = max_tokens
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
         self.entries: OrderedDict[tuple[int, ...], list[tuple[Any, Any]]] = OrderedDict()
-        self.tokens = 0
+        self.bytes = 0
         self.reused_tokens = 0  # prompt tokens whose prefill the cache saved, for reports and tests
 
     def longest_prefix(self, ids: Sequence[int]) -> tuple[int, list[tuple[Any, Any]] | None]:
@@ -165,13 +165,18 @@ class _PrefixCache:
 
     def add(self, ids: Sequence[int], layers: list[tuple[Any, Any]]) -> None:
         key = tuple(ids)
-        if len(key) > self.max_tokens or key in self.entries:
+        size = _nbytes(layers)
+        if size > self.max_bytes or key in self.entries:
             return
         self.entries[key] = layers
-        self.tokens += len(key)
-        while self.tokens > self.max_tokens:
-            evicted, _ = self.entries.popitem(last=False)
-            self.tokens -= len(evicted)
+        self.bytes += size
+        while self.bytes > self.max_bytes:
+            _, evicted = self.entries.popitem(last=False)
+            self.bytes -= _nbytes(evicted)
+
+
+def _nbytes(layers: list[tuple[Any, Any]]) -> int:
+    return sum(keys.nbytes + values.nbytes for keys, values in layers)
 
 
 def _common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -206,18 +211,18 @@ class TransformersBackend:
             only decoding runs batched (the same samples as a padded batch prefill, up to float rounding).
         max_prompt_tokens: longer prompts lose their oldest agent/human exchanges (see
             :func:`fit_prompt`); ``Generation.prompt_messages_dropped`` says how many messages went.
-        prefix_cache_tokens: with rows prefilled on their own (the CPU default above), keep the keys and
-            values of up to this many recent tokens (prompts and what was generated after them): a prompt
-            that continues a cached sequence -- the next turn of the same dialogue, another episode of the
-            same task -- is prefilled only from where it differs. Costs memory (about 46 kB per token for
-            SmolLM2-135M in float32); 0 turns it off.
+        prefix_cache_mb: with rows prefilled on their own (the CPU default above), keep up to this many
+            MiB of keys and values of recent sequences (prompts and what was generated after them): a
+            prompt that continues a cached sequence -- the next turn of the same dialogue, another episode
+            of the same task -- is prefilled only from where it differs (about 11,000 tokens of SmolLM2-135M
+            in float32 fit in the default 512 MiB). 0 turns it off.
     """
 
     def __init__(self, model: Any = "embedded", tokenizer: Any = None, *, gguf_file: str | None = None,
                  device: str | None = None, dtype: Any = None, max_batch_size: int = 32,
                  chat_template: str | None = None, name: str | None = None, trust_remote_code: bool = False,
                  cache_implementation: str | None = "auto", max_prompt_tokens: int | None = None,
-                 prefix_cache_tokens: int = 16384):
+                 prefix_cache_mb: int = 512):
         torch = require("torch", "llm")
         transformers = require("transformers", "llm")
         if max_batch_size < 1:
@@ -265,7 +270,7 @@ class TransformersBackend:
         # CPU only: there a padded batch prefill costs more than its rows alone (see _prefill_rows); on a
         # GPU the one batched forward is the faster.
         self.prefill_rows_alone = self.device.type == "cpu"
-        self.prefix_cache = _PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
+        self.prefix_cache = _PrefixCache(prefix_cache_mb << 20) if prefix_cache_mb > 0 else None
 
     # -- public -------------------------------------------------------------------------------
     def render(self, history: History) -> str:
