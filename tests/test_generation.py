@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import types
@@ -229,6 +230,19 @@ def test_next_turns_are_prefilled_from_the_cached_dialogue(tiny):
         histories = [h + [{"role": "assistant", "content": g.text}, {"role": "user", "content": "Go on, please."}]
                      for h, [g] in zip(histories, with_cache)]
     assert 0 < cached.prefix_cache.bytes <= 64 << 20 and plain.prefix_cache is None
+
+
+def test_the_prefix_cache_is_emptied_when_the_model_is_trained(tiny):
+    model, tokenizer = tiny
+    backend = TransformersBackend(copy.deepcopy(model), tokenizer, device="cpu", prefix_cache_mb=64)
+    backend.generate([HISTORY_A], sampling=sampling(), seeds=[1])
+    assert backend.prefix_cache.entries
+    with torch.no_grad():  # what an optimizer step does: parameters changed in place
+        next(backend.model.parameters()).mul_(1.01)
+    backend.generate([HISTORY_B], sampling=sampling(), seeds=[1])
+    assert backend.prefix_cache.reused_tokens == 0 and len(backend.prefix_cache.entries) == 1  # HISTORY_B's only
+    backend.clear_prefix_cache()
+    assert not backend.prefix_cache.entries
 
 
 def test_the_prefix_cache_keeps_within_its_budget():

@@ -215,7 +215,9 @@ class TransformersBackend:
             MiB of keys and values of recent sequences (prompts and what was generated after them): a
             prompt that continues a cached sequence -- the next turn of the same dialogue, another episode
             of the same task -- is prefilled only from where it differs (about 11,000 tokens of SmolLM2-135M
-            in float32 fit in the default 512 MiB). 0 turns it off.
+            in float32 fit in the default 512 MiB). 0 turns it off. The cache empties itself when the model's
+            weights change in place (an optimizer step on the shared model); after any other change to what
+            the model computes (switching adapters), call :meth:`clear_prefix_cache`.
     """
 
     def __init__(self, model: Any = "embedded", tokenizer: Any = None, *, gguf_file: str | None = None,
@@ -271,8 +273,14 @@ class TransformersBackend:
         # GPU the one batched forward is the faster.
         self.prefill_rows_alone = self.device.type == "cpu"
         self.prefix_cache = _PrefixCache(prefix_cache_mb << 20) if prefix_cache_mb > 0 else None
+        self._cached_weights_version = self._weights_version()
 
     # -- public -------------------------------------------------------------------------------
+    def clear_prefix_cache(self) -> None:
+        """Forget every cached prefix (their keys and values belong to the model as it was)."""
+        if self.prefix_cache is not None:
+            self.prefix_cache = _PrefixCache(self.prefix_cache.max_bytes)
+
     def render(self, history: History) -> str:
         return render_prompt(self.tokenizer, history, self.chat_template)
 
@@ -284,6 +292,9 @@ class TransformersBackend:
             raise ValueError(f"n must be >= 1, got {n}")
         sampling = sampling or SamplingParams()
         seed_table = sample_seeds(len(histories), n, sampling, seeds)
+        if self.prefix_cache is not None and self._weights_version() != self._cached_weights_version:
+            self.clear_prefix_cache()  # trained since: the cached keys and values are stale
+            self._cached_weights_version = self._weights_version()
         results: list[list[Generation | None]] = [[None] * n for _ in histories]
 
         rows: list[_Row] = []
@@ -434,6 +445,10 @@ class TransformersBackend:
         for layer in cache.layers:
             layer.cumulative_length.fill_(width - 1)
         return cache
+
+    def _weights_version(self) -> int:
+        """Changes whenever a parameter is modified in place (PyTorch counts in-place writes per tensor)."""
+        return sum(parameter._version for parameter in self.model.parameters())
 
     def _keep_prefixes(self, chunk: list[_Row], width: int, cache: Any, new_tokens: list[list[int]]) -> None:
         """Copy each row's keys and values out of the batch's static cache into the prefix cache.
