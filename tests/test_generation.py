@@ -232,6 +232,20 @@ def test_next_turns_are_prefilled_from_the_cached_dialogue(tiny):
     assert 0 < cached.prefix_cache.bytes <= 64 << 20 and plain.prefix_cache is None
 
 
+def test_samples_of_one_prompt_share_its_prefill(tiny):
+    model, tokenizer = tiny
+    backend = TransformersBackend(model, tokenizer, device="cpu", prefix_cache_mb=0)
+    lengths = []
+    hook = model.register_forward_hook(lambda m, a, kw, out: lengths.append(kw["input_ids"].shape[1]),
+                                       with_kwargs=True)
+    try:
+        [samples] = backend.generate([HISTORY_A], n=3, sampling=sampling(max_new_tokens=4), seeds=[1])
+    finally:
+        hook.remove()
+    assert sum(length > 1 for length in lengths) == 1  # one forward over the prompt, then one token at a time
+    assert len({tuple(g.token_ids) for g in samples}) > 1  # three samples all the same
+
+
 def test_the_prefix_cache_is_emptied_when_the_model_is_trained(tiny):
     model, tokenizer = tiny
     backend = TransformersBackend(copy.deepcopy(model), tokenizer, device="cpu", prefix_cache_mb=64)

@@ -413,8 +413,7 @@ class TransformersBackend:
         Returns ``None`` (plain batched prefill) when the model's cache has layers other than full
         attention or a prompt is a single token.
         """
-        torch = require("torch", "llm")
-        from transformers import DynamicCache, StaticCache
+        from transformers import StaticCache
         from transformers.cache_utils import StaticLayer
 
         if min(len(row.ids) for row in chunk) < 2:
@@ -422,17 +421,12 @@ class TransformersBackend:
         cache = StaticCache(config=self.model.config, max_cache_len=max_cache_len)
         if not all(type(layer) is StaticLayer for layer in cache.layers):  # sliding windows etc.
             return None
+        prefilled: dict[tuple[int, ...], Any] = {}  # the n samples of one prompt share its prefill
         for b, row in enumerate(chunk):
-            row_cache = DynamicCache(config=self.model.config)
             head_ids = row.ids[:-1]
-            reused, layers = self.prefix_cache.longest_prefix(head_ids) if self.prefix_cache else (0, None)
-            if layers is not None:
-                for index, (keys, values) in enumerate(layers):
-                    row_cache.update(keys[:, :, :reused], values[:, :, :reused], index)
-                self.prefix_cache.reused_tokens += reused
-            if reused < len(head_ids):
-                head = torch.tensor([head_ids[reused:]], dtype=torch.long, device=self.device)
-                self.model(input_ids=head, past_key_values=row_cache, use_cache=True, logits_to_keep=1)
+            row_cache = prefilled.get(tuple(head_ids))
+            if row_cache is None:
+                row_cache = prefilled[tuple(head_ids)] = self._prefill_one(head_ids)
             start = width - len(row.ids)
             for layer, row_layer in zip(cache.layers, row_cache.layers):
                 if not layer.is_initialized:  # allocates [batch, heads, max_cache_len, head_dim] of zeros
@@ -445,6 +439,22 @@ class TransformersBackend:
         for layer in cache.layers:
             layer.cumulative_length.fill_(width - 1)
         return cache
+
+    def _prefill_one(self, head_ids: list[int]) -> Any:
+        """A dynamic cache holding ``head_ids``, continued from the longest cached prefix if there is one."""
+        torch = require("torch", "llm")
+        from transformers import DynamicCache
+
+        row_cache = DynamicCache(config=self.model.config)
+        reused, layers = self.prefix_cache.longest_prefix(head_ids) if self.prefix_cache else (0, None)
+        if layers is not None:
+            for index, (keys, values) in enumerate(layers):
+                row_cache.update(keys[:, :, :reused], values[:, :, :reused], index)
+            self.prefix_cache.reused_tokens += reused
+        if reused < len(head_ids):
+            head = torch.tensor([head_ids[reused:]], dtype=torch.long, device=self.device)
+            self.model(input_ids=head, past_key_values=row_cache, use_cache=True, logits_to_keep=1)
+        return row_cache
 
     def _weights_version(self) -> int:
         """Changes whenever a parameter is modified in place (PyTorch counts in-place writes per tensor)."""
