@@ -18,7 +18,7 @@ from trl import ModelConfig, TrlParser
 
 from sweet_trl.critic_config import SweetCriticConfig
 from sweet_trl.critic_trainer import SweetCriticTrainer
-from sweet_trl.policy_trainer import load_rows, model_init_kwargs, peft_and_quantization
+from sweet_trl.policy_trainer import load_rows, trainer_inputs
 
 
 @dataclass
@@ -28,9 +28,8 @@ class Args:
 
 if __name__ == "__main__":
     args, config, model_config = TrlParser([Args, SweetCriticConfig, ModelConfig]).parse_args_and_config()
-    peft_config, quantization_config = peft_and_quantization(model_config)
-    config.model_init_kwargs = model_init_kwargs(model_config, config)
-    trainer = SweetCriticTrainer(model_config.model_name_or_path, args=config, train_dataset=load_rows(args.pairs),
+    model, tokenizer, peft_config, quantization_config = trainer_inputs(config, model_config)
+    trainer = SweetCriticTrainer(model, args=config, train_dataset=load_rows(args.pairs), processing_class=tokenizer,
                                  peft_config=peft_config, quantization_config=quantization_config)
     trainer.train()
     trainer.save_model()  # weights or adapter, tokenizer, sweet_critic.json, model card

@@ -161,38 +161,13 @@ class SweetCritic:
                    batch_size=batch_size or trainer.args.per_device_eval_batch_size)
 
     # ----------------------------------------------------------------------------------------------- scoring
-    def _turn_logps(self, conversations: Sequence[TokenizedConversation]) -> list[tuple[Any, Any, Any]]:
-        """``(critic sums, reference sums, token counts)`` per conversation, each a ``[T]`` tensor."""
-        import torch
-        from trl.trainer.utils import pad
+    def _turn_logps(self, conversations: Sequence[TokenizedConversation], prefix_length: int = 0
+                    ) -> list[tuple[Any, Any, Any]]:
+        """``(critic sums, reference sums, token counts)`` per conversation, each a ``[T]`` tensor.
 
-        from sweet_trl.losses import count_by_turn
-
-        device = next(self.model.parameters()).device
-        results = []
-        for start in range(0, len(conversations), self.batch_size):
-            batch = conversations[start: start + self.batch_size]
-            input_ids = pad([torch.tensor(c.input_ids) for c in batch], padding_value=self.tokenizer.pad_token_id)
-            turn_ids = pad([torch.tensor(c.turn_ids) for c in batch], padding_value=0)
-            attention_mask = pad([torch.ones(len(c), dtype=torch.long) for c in batch], padding_value=0)
-            input_ids, turn_ids, attention_mask = input_ids.to(device), turn_ids.to(device), attention_mask.to(device)
-            num_turns = max(c.num_turns for c in batch)
-            with torch.no_grad():
-                critic, _ = forward_turn_logps(self.model, input_ids, attention_mask, turn_ids, num_turns)
-                with self._reference_context():
-                    ref, _ = forward_turn_logps(self.ref_model or self.model, input_ids, attention_mask, turn_ids,
-                                                num_turns)
-            counts = count_by_turn(turn_ids[:, 1:], num_turns)
-            for row, c in enumerate(batch):
-                results.append((critic[row, : c.num_turns].float().cpu(), ref[row, : c.num_turns].float().cpu(),
-                                counts[row, : c.num_turns].cpu()))
-        return results
-
-    def _shared_prefix_turn_logps(self, conversations: Sequence[TokenizedConversation]
-                                  ) -> list[tuple[Any, Any, Any]] | None:
-        """:meth:`_turn_logps` for conversations that differ only after a common prefix (candidates for one
-        turn): the prefix goes through each model once, and every batch of suffixes attends to a copy of its KV
-        cache. None when there is too little to share or the model cannot continue a cache."""
+        With ``prefix_length``, the conversations share their first ``prefix_length`` tokens (none of them
+        scored): those go through each model once, and every batch attends to a copy of their KV cache.
+        """
         import copy
 
         import torch
@@ -200,47 +175,55 @@ class SweetCritic:
 
         from sweet_trl.losses import count_by_turn
 
-        if not self.share_prefix or len(conversations) < 2 or _prepends_virtual_tokens(self.model):
-            return None
-        first = conversations[0].input_ids
-        shared = min(_common_prefix_length(first, c.input_ids) for c in conversations[1:])
-        first_scored = min(c.turn_spans[0][0] if c.turn_spans else len(c) for c in conversations)
-        # The token before the first scored one stays in the suffix: its output predicts that token.
-        cut = min(shared, first_scored) - 1
-        if cut < _MIN_SHARED_PREFIX:
-            return None
         device = next(self.model.parameters()).device
-        prefix = torch.tensor([first[:cut]], device=device)
-        models = {"critic": (self.model, nullcontext), "reference": (self.ref_model or self.model,
-                                                                      self._reference_context)}
-        with torch.no_grad():
-            caches = {}
+        models = {"critic": (self.model, nullcontext),
+                  "reference": (self.ref_model or self.model, self._reference_context)}
+        prefix_caches = {}
+        if prefix_length:
+            prefix = torch.tensor([conversations[0].input_ids[:prefix_length]], device=device)
             for name, (model, context) in models.items():
-                with context():
-                    caches[name] = model(input_ids=prefix, use_cache=True).past_key_values
-            results = []
-            for start in range(0, len(conversations), self.batch_size):
-                batch = conversations[start: start + self.batch_size]
-                input_ids = pad([torch.tensor(c.input_ids[cut:]) for c in batch],
-                                padding_value=self.tokenizer.pad_token_id).to(device)
-                turn_ids = pad([torch.tensor(c.turn_ids[cut:]) for c in batch], padding_value=0).to(device)
-                suffix_mask = pad([torch.ones(len(c) - cut, dtype=torch.long) for c in batch], padding_value=0)
-                attention_mask = torch.cat([torch.ones(len(batch), cut, dtype=torch.long), suffix_mask], 1).to(device)
-                position_ids = torch.arange(cut, cut + input_ids.size(1), device=device).expand(len(batch), -1)
-                num_turns = max(c.num_turns for c in batch)
-                sums = {}
-                for name, (model, context) in models.items():
-                    cache = copy.deepcopy(caches[name])
+                with torch.no_grad(), context():
+                    prefix_caches[name] = model(input_ids=prefix, use_cache=True).past_key_values
+        results = []
+        for start in range(0, len(conversations), self.batch_size):
+            batch = conversations[start: start + self.batch_size]
+            input_ids = pad([torch.tensor(c.input_ids[prefix_length:]) for c in batch],
+                            padding_value=self.tokenizer.pad_token_id).to(device)
+            turn_ids = pad([torch.tensor(c.turn_ids[prefix_length:]) for c in batch], padding_value=0).to(device)
+            # Over the whole sequence, shared prefix included (right padding keeps the prefix in front).
+            attention_mask = pad([torch.ones(len(c), dtype=torch.long) for c in batch], padding_value=0).to(device)
+            num_turns = max(c.num_turns for c in batch)
+            sums = {}
+            for name, (model, context) in models.items():
+                model_kwargs = {}
+                if prefix_length:
+                    cache = copy.deepcopy(prefix_caches[name])
                     cache.batch_repeat_interleave(len(batch))
-                    with context():
-                        sums[name], _ = forward_turn_logps(model, input_ids, attention_mask, turn_ids, num_turns,
-                                                           past_key_values=cache, position_ids=position_ids)
-                counts = count_by_turn(turn_ids[:, 1:], num_turns)
-                for row, c in enumerate(batch):
-                    results.append((sums["critic"][row, : c.num_turns].float().cpu(),
-                                    sums["reference"][row, : c.num_turns].float().cpu(),
-                                    counts[row, : c.num_turns].cpu()))
+                    positions = torch.arange(prefix_length, prefix_length + input_ids.size(1), device=device)
+                    model_kwargs = {"past_key_values": cache, "position_ids": positions.expand(len(batch), -1)}
+                with torch.no_grad(), context():
+                    sums[name], _ = forward_turn_logps(model, input_ids, attention_mask, turn_ids, num_turns,
+                                                       **model_kwargs)
+            counts = count_by_turn(turn_ids[:, 1:], num_turns)
+            for row, c in enumerate(batch):
+                results.append((sums["critic"][row, : c.num_turns].float().cpu(),
+                                sums["reference"][row, : c.num_turns].float().cpu(), counts[row, : c.num_turns].cpu()))
         return results
+
+    def _shared_prefix_length(self, conversations: Sequence[TokenizedConversation]) -> int:
+        """How many leading tokens candidates for one turn can share through a KV cache (0: not worth it).
+
+        The token before the first scored one stays out of the prefix: its output predicts that token.
+        """
+        from trl.data_utils import common_prefix_length
+
+        if not self.share_prefix or len(conversations) < 2 or _prepends_virtual_tokens(self.model):
+            return 0
+        first = conversations[0].input_ids
+        shared = min(common_prefix_length(first, c.input_ids) for c in conversations[1:])
+        first_scored = min(c.turn_spans[0][0] if c.turn_spans else len(c) for c in conversations)
+        cut = min(shared, first_scored) - 1
+        return cut if cut >= _MIN_SHARED_PREFIX else 0
 
     def _reference_context(self):
         """Under PEFT the reference is the base model (adapters disabled), or a frozen ``"ref"`` adapter if present."""
@@ -323,15 +306,18 @@ class SweetCritic:
         trajectories = [history + [{"role": self.input_format.agent_role, "content": c}] for c in candidates]
         _, inputs = self._inputs(trajectories, privileged, score_turns=[-1])
         conversations = [r.conversation for r in inputs if r.conversation is not None]
+        prefix_length = self._shared_prefix_length(conversations)
         try:
-            scored = self._shared_prefix_turn_logps(conversations)
+            scored = self._turn_logps(conversations, prefix_length)
         except (TypeError, ValueError, AttributeError, NotImplementedError) as err:
+            if not prefix_length:
+                raise
             # An architecture whose cache cannot be copied, repeated or continued: score whole dialogues.
             logger.warning("critic: shared-prefix scoring failed (%s: %s); encoding whole dialogues from now on",
                            type(err).__name__, err)
             self.share_prefix = False
-            scored = None
-        scored = iter(scored if scored is not None else self._turn_logps(conversations))
+            scored = self._turn_logps(conversations)
+        scored = iter(scored)
         details = CandidateScores([], [], [], [])
         for result in inputs:
             if result.conversation is None:
@@ -350,14 +336,6 @@ class SweetCritic:
 
 # Below this many shared tokens a separate prefix pass costs more than it saves.
 _MIN_SHARED_PREFIX = 16
-
-
-def _common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 def _prepends_virtual_tokens(model: Any) -> bool:

@@ -647,9 +647,7 @@ def final_metrics(history: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 def _prepare_training(ctx: StageContext, model_config: Any, config: Any, base: str) -> tuple[str, Any, Any, Any]:
     """Fill the model path and output folder of a training stage; returns (model path, tokenizer, LoRA, 4-bit)."""
-    import transformers
-
-    from sweet_trl.policy_trainer import model_init_kwargs, peft_and_quantization
+    from sweet_trl.policy_trainer import trainer_inputs
 
     if not model_config.model_name_or_path:
         model_config.model_name_or_path = resolve_model(base)
@@ -658,12 +656,10 @@ def _prepare_training(ctx: StageContext, model_config: Any, config: Any, base: s
     config.push_to_hub = False
     if config.report_to in ("all", ["all"]):
         config.report_to = []
-    peft_config, quantization_config = peft_and_quantization(model_config)
-    config.model_init_kwargs = model_init_kwargs(model_config, config)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(model_config.model_name_or_path)
+    model, tokenizer, peft_config, quantization_config = trainer_inputs(config, model_config)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return model_config.model_name_or_path, tokenizer, peft_config, quantization_config
+    return model, tokenizer, peft_config, quantization_config
 
 
 def _training_result(ctx: StageContext, last: dict[str, Any], counts: dict[str, int], keys: Sequence[str],

@@ -195,7 +195,8 @@ def trainer_inputs(config: Any, model_config: Any = None, model: Any = None,
         config.model_init_kwargs = model_init_kwargs(model_config, config)
     if tokenizer is None:
         source = model if isinstance(model, str) else model.config._name_or_path
-        tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+        revision = getattr(model_config, "model_revision", None) if isinstance(model, str) else None
+        tokenizer = transformers.AutoTokenizer.from_pretrained(source, revision=revision)
     return model, tokenizer, peft_config, quantization_config
 
 

@@ -173,8 +173,8 @@ class _Page:
             "max_height": config["max_height"]})
         width = config["viewport_width"]
         page_height = int(settled["height"])
-        height = max(1, min(page_height, config["max_height"]))
-        height = max(height, config["viewport_height"])  # short pages are shot at the viewport's height
+        # Clipped at max_height; short pages are shot at the viewport's height.
+        height = max(min(page_height, config["max_height"]), config["viewport_height"])
         shot = self.devtools.send("Page.captureScreenshot", {
             "format": "png", "optimizeForSpeed": True, "captureBeyondViewport": height > config["viewport_height"],
             "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}})

@@ -143,10 +143,11 @@ _MIN_REUSED_TOKENS = 16
 class _PrefixCache:
     """Keys and values of recent sequences (a prompt and the tokens generated after it), so that the next
     prompt of the same dialogue -- the same tokens plus a reply and a new message -- is prefilled only from
-    where it differs. Least recently used first out, within a memory budget."""
+    where it differs. Least recently used first out, within a memory budget and a number of entries (a
+    lookup compares the prompt with every entry)."""
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
+    def __init__(self, max_bytes: int, max_entries: int = 256) -> None:
+        self.max_bytes, self.max_entries = max_bytes, max_entries
         self.entries: OrderedDict[tuple[int, ...], list[tuple[Any, Any]]] = OrderedDict()
         self.bytes = 0
         self.reused_tokens = 0  # prompt tokens whose prefill the cache saved, for reports and tests
@@ -170,7 +171,7 @@ class _PrefixCache:
             return
         self.entries[key] = layers
         self.bytes += size
-        while self.bytes > self.max_bytes:
+        while self.bytes > self.max_bytes or len(self.entries) > self.max_entries:
             _, evicted = self.entries.popitem(last=False)
             self.bytes -= _nbytes(evicted)
 
@@ -279,7 +280,7 @@ class TransformersBackend:
     def clear_prefix_cache(self) -> None:
         """Forget every cached prefix (their keys and values belong to the model as it was)."""
         if self.prefix_cache is not None:
-            self.prefix_cache = _PrefixCache(self.prefix_cache.max_bytes)
+            self.prefix_cache = _PrefixCache(self.prefix_cache.max_bytes, self.prefix_cache.max_entries)
 
     def render(self, history: History) -> str:
         return render_prompt(self.tokenizer, history, self.chat_template)
@@ -409,7 +410,9 @@ class TransformersBackend:
         the longest prompt. Prefilled alone, a row is an unpadded causal forward, and its keys and
         values land exactly where the left-padded batch would have put them (positions count from
         the row's first real token, as ``generate`` derives them from the attention mask). The last
-        prompt token is left to ``generate``, which needs one uncached token to start from.
+        prompt token is left to ``generate``, which needs one uncached token to start from. Rows with
+        the same prompt (samples of one history) share one prefill, and a prompt that continues a
+        sequence in :attr:`prefix_cache` is prefilled only from where it differs.
         Returns ``None`` (plain batched prefill) when the model's cache has layers other than full
         attention or a prompt is a single token.
         """
