@@ -48,7 +48,7 @@ from trl.trainer.utils import get_config_model_id, pad, use_adapter
 from sweet_trl import losses
 from sweet_trl.critic import CRITIC_METADATA_FILE, forward_turn_logps
 from sweet_trl.critic_config import SweetCriticConfig
-from sweet_trl.model_cards import SWEET_CITATION, SWEET_PAPER_ID, SWEET_PAPER_TITLE, sweet_model_card
+from sweet_trl.model_cards import SWEET_PAPER, SWEET_PAPER_ID, sweet_model_card
 from sweet_trl.tokenization import CriticInputFormat, conversation_messages, tokenize_critic_input
 
 logger = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ class SweetCriticTrainer(DPOTrainer):
 
     _tag_names = ["trl", "sweet-rl", "critic"]
     _name = "SWEET-RL critic"
-    _paper = {"title": SWEET_PAPER_TITLE, "id": SWEET_PAPER_ID, "citation": SWEET_CITATION}
+    _paper = SWEET_PAPER
 
     def __init__(
         self,

@@ -14,23 +14,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from colbench_gym._optional import require
-
-PAPER_URL = "https://arxiv.org/abs/2503.15478"
-CITATION = textwrap.dedent("""\
-    @misc{zhou2025sweetrl,
-        title         = {{SWEET-RL: Training Multi-Turn LLM Agents on Collaborative Reasoning Tasks}},
-        author        = {Yifei Zhou and Song Jiang and Yuandong Tian and Jason Weston and Sergey Levine and
-                         Sainbayar Sukhbaatar and Xian Li},
-        year          = 2025,
-        eprint        = {2503.15478},
-        archivePrefix = {arXiv},
-    }""")
+from sweet_trl.model_cards import SWEET_CITATION, SWEET_PAPER_URL
 
 DATASET_KINDS = {
     "rollouts": (
@@ -109,9 +98,9 @@ def dataset_card(
         _metrics_table(dict(stats or {})),
         "## Usage\n",
         f"```python\nfrom datasets import load_dataset\n\nrows = load_dataset(\"{repo_id}\", split=\"train\")\n```\n",
-        f"Made with the SWEET-RL pipeline (`sweet-rl`), a re-implementation of [SWEET-RL]({PAPER_URL}).\n",
+        f"Made with the SWEET-RL pipeline (`sweet-rl`), a re-implementation of [SWEET-RL]({SWEET_PAPER_URL}).\n",
         "## Citation\n",
-        f"```bibtex\n{CITATION}\n```\n",
+        f"```bibtex\n{SWEET_CITATION}\n```\n",
     ]
     return "\n".join(lines)
 
@@ -180,9 +169,9 @@ def model_card(
         shown = {k: v for k, v in training.items() if v not in (None, "", [], {})}
         lines += ["## Training configuration\n", "```json\n" + json.dumps(shown, indent=1, default=str) + "\n```\n"]
     lines += [
-        f"Trained with the SWEET-RL pipeline (`sweet-rl`), a re-implementation of [SWEET-RL]({PAPER_URL}) on TRL.\n",
+        f"Trained with the SWEET-RL pipeline (`sweet-rl`), a re-implementation of [SWEET-RL]({SWEET_PAPER_URL}) on TRL.\n",
         "## Citation\n",
-        f"```bibtex\n{CITATION}\n```\n",
+        f"```bibtex\n{SWEET_CITATION}\n```\n",
     ]
     return "\n".join(lines)
 

@@ -24,6 +24,9 @@ SWEET_CITATION = textwrap.dedent("""\
         journal = {arXiv preprint arXiv:2503.15478},
         url     = {https://arxiv.org/abs/2503.15478},
     }""")
+# What TRL's own model card reads from a trainer's ``_paper``.
+SWEET_PAPER = {"title": SWEET_PAPER_TITLE, "id": SWEET_PAPER_ID, "citation": SWEET_CITATION}
+SWEET_PAPER_URL = f"https://arxiv.org/abs/{SWEET_PAPER_ID}"
 TRL_CITATION = textwrap.dedent("""\
     @software{vonwerra2020trl,
         title   = {{TRL: Transformers Reinforcement Learning}},

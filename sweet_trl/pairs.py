@@ -121,11 +121,8 @@ def trajectory_succeeded(record: Mapping[str, Any], success_reward: float = 1.0)
     return reward is not None and reward >= success_reward
 
 
-def _drop_reason(record: Mapping[str, Any], privileged_key: str) -> str | None:
-    if trajectory_reward(record) is None:
-        return "no_reward"
-    if trajectory_privileged(record, privileged_key) is None:
-        return "no_privileged"
+def dialogue_drop_reason(record: Mapping[str, Any]) -> str | None:
+    """``"malformed_dialogue"`` or ``"no_agent_turn"`` when a record's dialogue cannot be trained on, else ``None``."""
     try:
         messages = conversation_messages(record.get("dialogue_history") or [])
     except ValueError:
@@ -133,6 +130,14 @@ def _drop_reason(record: Mapping[str, Any], privileged_key: str) -> str | None:
     if not any(m["role"] == "assistant" for m in messages):
         return "no_agent_turn"
     return None
+
+
+def _drop_reason(record: Mapping[str, Any], privileged_key: str) -> str | None:
+    if trajectory_reward(record) is None:
+        return "no_reward"
+    if trajectory_privileged(record, privileged_key) is None:
+        return "no_privileged"
+    return dialogue_drop_reason(record)
 
 
 def _episode_id(record: Mapping[str, Any], task_id: str, index: int) -> str:

@@ -645,8 +645,8 @@ def final_metrics(history: Sequence[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-def _prepare_training(ctx: StageContext, model_config: Any, config: Any, base: str) -> tuple[str, Any, Any, Any]:
-    """Fill the model path and output folder of a training stage; returns (model path, tokenizer, LoRA, 4-bit)."""
+def _prepare_training(ctx: StageContext, model_config: Any, config: Any, base: str) -> Any:
+    """Fill the model path and output folder of a training stage; returns its ``TrainerInputs``."""
     from sweet_trl.policy_trainer import trainer_inputs
 
     if not model_config.model_name_or_path:
@@ -656,10 +656,25 @@ def _prepare_training(ctx: StageContext, model_config: Any, config: Any, base: s
     config.push_to_hub = False
     if config.report_to in ("all", ["all"]):
         config.report_to = []
-    model, tokenizer, peft_config, quantization_config = trainer_inputs(config, model_config)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer, peft_config, quantization_config
+    inputs = trainer_inputs(config, model_config)
+    if inputs.tokenizer.pad_token is None:
+        inputs.tokenizer.pad_token = inputs.tokenizer.eos_token
+    return inputs
+
+
+def _train(ctx: StageContext, trainer_class: Any, inputs: Any, config: Any, dataset: Any
+           ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Build the stage's trainer on ``_prepare_training``'s inputs, fit it and free its memory; returns the last
+    metrics and the trainer's report on its training rows (empty when it keeps none)."""
+    model, tokenizer, peft_config, quantization_config = inputs
+    ctx.log(f"base {model}, {'LoRA' if peft_config else 'full fine-tuning'}")
+    trainer = trainer_class(model, args=config, train_dataset=dataset, processing_class=tokenizer,
+                            peft_config=peft_config, quantization_config=quantization_config)
+    last = _fit(ctx, trainer, ctx.dir / "model")
+    report = getattr(trainer, "data_report", {}).get("train", {})
+    del trainer
+    release()
+    return last, report
 
 
 def _training_result(ctx: StageContext, last: dict[str, Any], counts: dict[str, int], keys: Sequence[str],
@@ -679,15 +694,9 @@ def stage_train_critic(ctx: StageContext, model_config: Any, config: Any, export
     from sweet_trl.policy_trainer import load_rows
 
     pairs = load_rows(ctx.input_path("critic_pairs", "pairs"))
-    model, tokenizer, peft_config, quantization_config = _prepare_training(ctx, model_config, config,
-                                                                           ctx.run.critic_base)
-    ctx.log(f"{len(pairs)} pairs, base {model}, {'LoRA' if peft_config else 'full fine-tuning'}")
-    trainer = SweetCriticTrainer(model, args=config, train_dataset=pairs, processing_class=tokenizer,
-                                 peft_config=peft_config, quantization_config=quantization_config)
-    last = _fit(ctx, trainer, ctx.dir / "model")
-    report = trainer.data_report.get("train", {})
-    del trainer
-    release()
+    inputs = _prepare_training(ctx, model_config, config, ctx.run.critic_base)
+    ctx.log(f"{len(pairs)} trajectory pairs")
+    last, report = _train(ctx, SweetCriticTrainer, inputs, config, pairs)
     return _training_result(ctx, last, {"steps": int(last["global_step"]), "pairs": len(pairs),
                                         "pairs_used": report.get("kept", len(pairs))},
                             ("train_loss", "pair_accuracy", "margin"), model_config, config)
@@ -821,14 +830,9 @@ def stage_train_policy(ctx: StageContext, model_config: Any, config: Any, export
     from sweet_trl.policy_trainer import TurnPreferenceTrainer, load_rows
 
     pairs = load_rows(ctx.input_path("policy_pairs", "pairs"))
-    model, tokenizer, peft_config, quantization_config = _prepare_training(ctx, model_config, config,
-                                                                           ctx.run.policy_model)
-    ctx.log(f"{len(pairs)} turn pairs, base {model}, {'LoRA' if peft_config else 'full fine-tuning'}")
-    trainer = TurnPreferenceTrainer(model, args=config, train_dataset=pairs, processing_class=tokenizer,
-                                    peft_config=peft_config, quantization_config=quantization_config)
-    last = _fit(ctx, trainer, ctx.dir / "model")
-    del trainer
-    release()
+    inputs = _prepare_training(ctx, model_config, config, ctx.run.policy_model)
+    ctx.log(f"{len(pairs)} turn pairs")
+    last, _ = _train(ctx, TurnPreferenceTrainer, inputs, config, pairs)
     return _training_result(ctx, last, {"steps": int(last["global_step"]), "pairs": len(pairs)},
                             ("train_loss", "rewards/accuracies", "rewards/margins"), model_config, config)
 
@@ -839,18 +843,13 @@ def stage_baseline_rft(ctx: StageContext, model_config: Any, config: Any, export
 
     from sweet_trl.baselines.rejection_finetuning import rft_dataset
 
-    model, tokenizer, peft_config, quantization_config = _prepare_training(ctx, model_config, config,
-                                                                           ctx.run.policy_model)
+    inputs = _prepare_training(ctx, model_config, config, ctx.run.policy_model)
     try:
-        dataset = rft_dataset(ctx.input_path("collect", "trajectories"), tokenizer, config)
+        dataset = rft_dataset(ctx.input_path("collect", "trajectories"), inputs.tokenizer, config)
     except ValueError as err:
         raise StageError(str(err)) from err
     ctx.log(f"{len(dataset)} successful trajectories to imitate")
-    trainer = SFTTrainer(model, args=config, train_dataset=dataset, processing_class=tokenizer,
-                         peft_config=peft_config, quantization_config=quantization_config)
-    last = _fit(ctx, trainer, ctx.dir / "model")
-    del trainer
-    release()
+    last, _ = _train(ctx, SFTTrainer, inputs, config, dataset)
     return _training_result(ctx, last, {"steps": int(last["global_step"]), "trajectories": len(dataset)},
                             ("train_loss",), model_config, config)
 
@@ -859,8 +858,7 @@ def stage_baseline_mtdpo(ctx: StageContext, model_config: Any, config: Any, expo
     """Baseline: DPO on whole trajectories (the pairs the critic is trained on, without privileged information)."""
     from sweet_trl.baselines.multiturn_dpo import MultiTurnDPOTrainer, multiturn_dpo_pairs
 
-    model, tokenizer, peft_config, quantization_config = _prepare_training(ctx, model_config, config,
-                                                                           ctx.run.policy_model)
+    inputs = _prepare_training(ctx, model_config, config, ctx.run.policy_model)
     if config.pair_preset is None:  # the released recipe of this environment, as for the critic's pairs
         from sweet_trl.pairs import PAIR_RULE_PRESETS
 
@@ -873,11 +871,7 @@ def stage_baseline_mtdpo(ctx: StageContext, model_config: Any, config: Any, expo
     except ValueError as err:
         raise StageError(str(err)) from err
     ctx.log(f"{len(pairs)} trajectory pairs")
-    trainer = MultiTurnDPOTrainer(model, args=config, train_dataset=pairs, processing_class=tokenizer,
-                                  peft_config=peft_config, quantization_config=quantization_config)
-    last = _fit(ctx, trainer, ctx.dir / "model")
-    del trainer
-    release()
+    last, _ = _train(ctx, MultiTurnDPOTrainer, inputs, config, pairs)
     return _training_result(ctx, last, {"steps": int(last["global_step"]), "pairs": len(pairs)},
                             ("train_loss", "rewards/accuracies", "rewards/margins"), model_config, config)
 

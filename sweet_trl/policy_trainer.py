@@ -21,29 +21,15 @@ Train from the command line's building blocks::
 from __future__ import annotations
 
 import copy
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from colbench_gym._optional import require
+from sweet_trl.model_cards import SWEET_PAPER
 from sweet_trl.policy_config import TurnPreferenceConfig
 
 DPOTrainer = require("trl", "train").DPOTrainer
-
-SWEET_RL_PAPER = {
-    "title": "SWEET-RL: Training Multi-Turn LLM Agents on Collaborative Reasoning Tasks",
-    "id": "2503.15478",
-    "citation": textwrap.dedent("""\
-        @misc{zhou2025sweetrl,
-            title         = {{SWEET-RL: Training Multi-Turn LLM Agents on Collaborative Reasoning Tasks}},
-            author        = {Yifei Zhou and Song Jiang and Yuandong Tian and Jason Weston and Sergey Levine and
-                             Sainbayar Sukhbaatar and Xian Li},
-            year          = 2025,
-            eprint        = {2503.15478},
-            archivePrefix = {arXiv},
-        }"""),
-}
 
 
 def check_turn_pairs(dataset: Any, name: str = "train") -> None:
@@ -79,7 +65,7 @@ class TurnPreferenceTrainer(DPOTrainer):
 
     _tag_names = ["trl", "dpo", "sweet-rl"]
     _name = "SWEET-RL turn-level preference"
-    _paper = SWEET_RL_PAPER
+    _paper = SWEET_PAPER
 
     def __init__(self, model: Any, ref_model: Any = None, args: TurnPreferenceConfig | None = None,
                  data_collator: Any = None, train_dataset: Any = None, eval_dataset: Any = None, **kwargs: Any):
@@ -179,8 +165,14 @@ def peft_and_quantization(model_config: Any) -> tuple[Any, Any]:
     return trl.get_peft_config(model_config), trl.get_quantization_config(model_config)
 
 
-def trainer_inputs(config: Any, model_config: Any = None, model: Any = None,
-                   tokenizer: Any = None) -> tuple[Any, Any, Any, Any]:
+class TrainerInputs(NamedTuple):
+    model: Any  # a loaded model, or its name or path (TRL loads it with ``config.model_init_kwargs``)
+    tokenizer: Any
+    peft_config: Any  # None: full fine-tuning
+    quantization_config: Any  # None: no 4-bit loading
+
+
+def trainer_inputs(config: Any, model_config: Any = None, model: Any = None, tokenizer: Any = None) -> TrainerInputs:
     """``(model, tokenizer, peft_config, quantization_config)`` for a TRL trainer, as every ``train_*`` helper
     takes them: a loaded ``model``, or the name in ``model_config`` (whose loading options then go into
     ``config.model_init_kwargs``); the tokenizer of that model unless given; LoRA/QLoRA from ``model_config``."""
@@ -197,7 +189,7 @@ def trainer_inputs(config: Any, model_config: Any = None, model: Any = None,
         source = model if isinstance(model, str) else model.config._name_or_path
         revision = getattr(model_config, "model_revision", None) if isinstance(model, str) else None
         tokenizer = transformers.AutoTokenizer.from_pretrained(source, revision=revision)
-    return model, tokenizer, peft_config, quantization_config
+    return TrainerInputs(model, tokenizer, peft_config, quantization_config)
 
 
 def fit_and_save(trainer: Any, config: Any, tokenizer: Any) -> str:

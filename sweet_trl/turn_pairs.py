@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from colbench_gym._optional import require
-from sweet_trl.pairs import trajectory_privileged, trajectory_reward, trajectory_task_id
+from sweet_trl.pairs import dialogue_drop_reason, trajectory_privileged, trajectory_reward, trajectory_task_id
 from sweet_trl.tokenization import conversation_messages
 from sweet_trl.trajectories import guess_env_id, is_infra_failure, read_trajectories
 
@@ -221,15 +221,7 @@ def infra_drop_reason(record: Mapping[str, Any]) -> str | None:
 def _state_drop_reason(record: Mapping[str, Any], privileged_key: str) -> str | None:
     if trajectory_privileged(record, privileged_key) is None:
         return "no_privileged"
-    if infra_drop_reason(record):
-        return infra_drop_reason(record)
-    try:
-        messages = conversation_messages(record.get("dialogue_history") or [])
-    except ValueError:
-        return "malformed_dialogue"
-    if not any(m["role"] == "assistant" for m in messages):
-        return "no_agent_turn"
-    return None
+    return infra_drop_reason(record) or dialogue_drop_reason(record)
 
 
 def turn_states_from_records(records: Iterable[Mapping[str, Any]], config: TurnPairsConfig

@@ -168,6 +168,16 @@ def validate_histories(histories: Sequence[History]) -> None:
                 raise ValueError(f"history {i} has a message without 'role'/'content': {message!r:.120}")
 
 
+def prepare_request(histories: Sequence[History], n: int, sampling: SamplingParams | None,
+                    seeds: Sequence[int | None] | None) -> tuple[SamplingParams, list[list[int | None]]]:
+    """What every backend's ``generate`` starts with: check the input, then the sampling parameters and seed table."""
+    validate_histories(histories)
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    sampling = sampling or SamplingParams()
+    return sampling, sample_seeds(len(histories), n, sampling, seeds)
+
+
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     """Cut ``text`` before the earliest stop string; returns (text, whether one was found)."""
     positions = [pos for pos in (text.find(s) for s in stop) if pos >= 0]

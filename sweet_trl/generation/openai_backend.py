@@ -31,8 +31,7 @@ from sweet_trl.generation.base import (
     History,
     SamplingParams,
     derive_seed,
-    sample_seeds,
-    validate_histories,
+    prepare_request,
 )
 
 
@@ -94,11 +93,7 @@ class OpenAIBackend:
     def generate(self, histories: Sequence[History], n: int = 1, sampling: SamplingParams | None = None,
                  seeds: Sequence[int | None] | None = None) -> list[list[Generation]]:
         """Sample ``n`` replies per history; failures become ``Generation.error``, never exceptions."""
-        validate_histories(histories)
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
-        sampling = sampling or SamplingParams()
-        seed_table = sample_seeds(len(histories), n, sampling, seeds)
+        sampling, seed_table = prepare_request(histories, n, sampling, seeds)
         # One job per request: (history index, first sample index, samples in this request, seed).
         jobs: list[tuple[int, int, int, int | None]] = []
         for i in range(len(histories)):

@@ -24,8 +24,7 @@ from sweet_trl.generation.base import (
     History,
     SamplingParams,
     cut_at_stop,
-    sample_seeds,
-    validate_histories,
+    prepare_request,
 )
 
 EMBEDDED_ALIASES = ("embedded", "smollm2", "smollm2-135m-instruct")
@@ -288,11 +287,7 @@ class TransformersBackend:
     def generate(self, histories: Sequence[History], n: int = 1, sampling: SamplingParams | None = None,
                  seeds: Sequence[int | None] | None = None) -> list[list[Generation]]:
         """Sample ``n`` replies per history; see :mod:`sweet_trl.generation.base` for the contract."""
-        validate_histories(histories)
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
-        sampling = sampling or SamplingParams()
-        seed_table = sample_seeds(len(histories), n, sampling, seeds)
+        sampling, seed_table = prepare_request(histories, n, sampling, seeds)
         if self.prefix_cache is not None and self._weights_version() != self._cached_weights_version:
             self.clear_prefix_cache()  # trained since: the cached keys and values are stale
             self._cached_weights_version = self._weights_version()

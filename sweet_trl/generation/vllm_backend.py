@@ -22,8 +22,7 @@ from sweet_trl.generation.base import (
     Generation,
     History,
     SamplingParams,
-    sample_seeds,
-    validate_histories,
+    prepare_request,
 )
 from sweet_trl.generation.transformers_backend import EMBEDDED_ALIASES, fit_prompt
 
@@ -78,11 +77,7 @@ class VLLMBackend:
     def generate(self, histories: Sequence[History], n: int = 1, sampling: SamplingParams | None = None,
                  seeds: Sequence[int | None] | None = None) -> list[list[Generation]]:
         """Sample ``n`` replies per history in one ``LLM.generate`` call."""
-        validate_histories(histories)
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
-        sampling = sampling or SamplingParams()
-        seed_table = sample_seeds(len(histories), n, sampling, seeds)
+        sampling, seed_table = prepare_request(histories, n, sampling, seeds)
         results: list[list[Generation] | None] = [None] * len(histories)
         prompts, params, owners, texts, drops = [], [], [], [], []
         for i, history in enumerate(histories):
