@@ -80,6 +80,57 @@ def test_truncation_after_max_turns_scores_zero():
         _, reward, terminated, truncated, info = env.step(f"question {turn}?")
     assert truncated and not terminated and reward == 0.0
     assert info["outcome"] == "no_answer" and info["turn"] == 3
+    # The last step has the same test fields as a graded answer, whatever ended the episode.
+    assert info["tests"] == [] and info["grader"] == {"status": "no_answer", "status_counts": {}, "infra_error": False}
+    env.reset(seed=0)
+    *_, info = env.step("I WANT TO ANSWER: ```python\n```")
+    assert info["tests"] == [] and info["grader"]["status"] == "empty_answer"
+    assert set(info["grader"]) == {"status", "status_counts", "infra_error"}
+
+
+def test_a_refused_answer_leaves_the_episode_as_it_was():
+    from colbench_gym.execution import CodeExecutionDisabled
+
+    env = make(allow_code_execution=False)
+    env.reset(seed=0)
+    _, _, _, _, before = env.step("What is the base price?")
+    with pytest.raises(CodeExecutionDisabled):
+        env.step("I WANT TO ANSWER: " + WRONG)
+    assert env.unwrapped.turn == 1 and env.unwrapped.messages == before["messages"]
+    _, _, terminated, _, info = env.step("And above 2 kg?")  # the episode goes on from where it was
+    assert not terminated and info["turn"] == 2 and [m["role"] for m in info["messages"]].count("assistant") == 2
+
+
+@pytest.mark.parametrize("max_turns", [0, 2.5, "3", True])
+def test_max_turns_must_be_a_positive_int(max_turns):
+    with pytest.raises(ValueError, match="max_turns"):
+        make(max_turns=max_turns)
+
+
+def test_numpy_int_max_turns_and_render_modes():
+    import numpy as np
+
+    env = make(max_turns=np.int64(2))
+    assert env.unwrapped.max_turns == 2 and "at most 2 turns" in env.unwrapped.instructions
+    env.reset(seed=0)
+    assert env.render() is None  # no render_mode: Gymnasium's envs render nothing
+    text_env = make(render_mode="ansi")
+    text_env.reset(seed=0)
+    assert text_env.render().startswith("Human: I need the shipping cost")
+
+
+def test_long_dialogues_keep_the_request_in_the_observation(monkeypatch):
+    from colbench_gym.envs import dialogue
+
+    monkeypatch.setattr(dialogue, "MAX_OBSERVATION_CHARS", 2_000)
+    env = make(max_turns=10, simulator=ScriptedSimulator(["noted"]))
+    obs, info = env.reset(seed=0)
+    assert "observation_truncated" not in info
+    for turn in range(5):
+        obs, _, _, _, info = env.step(f"message {turn} " + "z" * 600)
+    assert len(obs) <= 2_000 and info["observation_truncated"]
+    assert obs.startswith("Human: " + ROW["problem_description"]) and "[...]" in obs
+    assert obs.endswith("Human: noted") and "message 4 " in obs and "message 0 " not in obs
 
 
 def test_privileged_switch_off_for_evaluation():
@@ -120,6 +171,38 @@ def test_raw_bytes_action_is_decoded():
     env.reset(seed=0)
     _, _, _, _, info = env.step(b"\xff what is the base price?")
     assert info["action_decoded"] and "\ufffd" in info["messages"][2]["content"]
+
+
+@pytest.mark.parametrize("text", [None, 42, "   "])
+def test_a_simulator_reply_that_is_not_text_is_recorded(text):
+    from colbench_gym.simulators.base import SimulatorReply
+
+    class Odd:
+        def reply(self, request):
+            return SimulatorReply(text)
+
+    env = make(simulator=Odd())
+    env.reset(seed=0)
+    obs, _, terminated, _, info = env.step("What is the base price?")
+    assert not terminated and info["simulator_error"] and obs.splitlines()[-1].startswith("Human: ")
+
+
+def test_async_vector_env_needs_no_shared_memory():
+    with pytest.raises(ValueError, match="shared_memory"):
+        gym.make_vec("ColBench-Backend-v0", num_envs=2, vectorization_mode="async")
+    kwargs = {"tasks": [ROW], "simulator": ScriptedSimulator(["The base price is 5 😀."])}
+    async_env = gym.make_vec("ColBench-Backend-v0", num_envs=2, vectorization_mode="async",
+                             vector_kwargs={"shared_memory": False}, **kwargs)
+    sync_env = gym.make_vec("ColBench-Backend-v0", num_envs=2, vectorization_mode="sync", **kwargs)
+    try:
+        assert async_env.reset(seed=[1, 2])[0] == sync_env.reset(seed=[1, 2])[0]
+        actions = ["Price? \u00e9\u4e2d", "I WANT TO ANSWER: " + ROW["ground_truth"]]
+        got, want = async_env.step(actions), sync_env.step(actions)
+        assert got[0] == want[0] and "Human: The base price is 5 😀." in got[0][0]
+        assert list(got[1]) == list(want[1]) == [0.0, 1.0]
+    finally:
+        async_env.close()
+        sync_env.close()
 
 
 def test_failing_simulator_is_recorded_not_raised():

@@ -169,6 +169,23 @@ def test_privileged_false_and_rgb_array(renderer):
 
 
 @pytest.mark.browser
+def test_copies_and_pickles_rebuild_the_renderer_and_the_metric(renderer):
+    import copy
+    import pickle
+
+    env = gym.make("ColBench-Frontend-v0", tasks="test", similarity="ssim", simulator=ScriptedSimulator("ok")).unwrapped
+    env.reset(seed=1)
+    env.step("OUTPUT: <html><body style='background:#0f0'><p>draft</p></body></html>")
+    for clone in (copy.deepcopy(env), pickle.loads(pickle.dumps(env))):
+        assert clone.renderer is env.renderer  # the process-wide browsers, not copies
+        assert clone.similarity is not env.similarity and clone.similarity.name == "ssim"
+        assert clone.messages == env.messages and clone.turn == 1
+        _, reward, terminated, _, info = clone.step("I WANT TO ANSWER: " + clone.task.ground_truth)
+        assert terminated and info["render_status"] == "ok" and reward == pytest.approx(1.0, abs=1e-6)
+    assert env.turn == 1 and not env._done  # the original goes on where it was
+
+
+@pytest.mark.browser
 def test_tasks_from_a_jsonl_file(renderer, tmp_path):
     path = tmp_path / "pages.jsonl"
     path.write_text(json.dumps({"problem_description": "A page.", "ground_truth": "<html><p>x</p></html>"}) + "\n")

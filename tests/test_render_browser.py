@@ -216,6 +216,12 @@ def test_browser_crash_between_renders_is_recovered(real_rows):
         renderer.close()
 
 
+def test_a_lone_surrogate_is_replaced_not_fatal(renderer):
+    # Not encodable as UTF-8: the page is sent with a replacement character instead of never arriving.
+    result = renderer.render("<html><body><p>odd \ud800 text</p></body></html>")
+    assert result.ok and result.seconds < 5
+    assert any("odd ? text" in block.get("text", "") for block in result.dom["texts"])
+
 def test_oversized_page_is_refused_before_the_browser(renderer):
     started = time.monotonic()
     result = renderer.render("<p>" + "x" * 10_000_000 + "</p>")

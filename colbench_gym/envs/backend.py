@@ -33,7 +33,9 @@ class BackendEnv(DialogueEnv):
     ## Observation Space
     ``UnicodeText``: the dialogue so far as text (``"Human: ..."`` / ``"Agent: ..."`` blocks). The same
     dialogue as chat messages, starting with the system instructions, is in ``info["messages"]``;
-    ``env.unwrapped.instructions`` holds the instructions alone.
+    ``env.unwrapped.instructions`` holds the instructions alone. A dialogue over 1,000,000 characters
+    (possible only with a large ``max_turns``) is shown as the request and its latest part, with
+    ``info["observation_truncated"]``. ``render()`` returns the text with ``render_mode="ansi"``.
 
     ## Rewards
     0 on every turn but the last. On the last, the fraction of the task's unit tests whose output
@@ -55,7 +57,8 @@ class BackendEnv(DialogueEnv):
     information: ``ground_truth``, ``hidden_information``, ``test_cases``) unless ``privileged=False``.
     Last step: ``answer``, ``outcome`` (``"answered"``/``"no_answer"``), ``score``, ``success``
     (all tests passed), ``tests`` (per-test ``name``/``status``/``detail``), ``grader`` (status counts
-    and ``infra_error``: a failure of the grader itself, never the agent's; trainers should drop those).
+    and ``infra_error``: a failure of the grader itself, never the agent's; trainers should drop those;
+    with ``status`` ``"empty_answer"`` or ``"no_answer"`` when there was no code to run).
 
     ## Arguments
     ```python
@@ -68,7 +71,8 @@ class BackendEnv(DialogueEnv):
       offline simulator (no model, no network). See :mod:`colbench_gym.simulators`.
     * ``privileged``: put training-time information in ``info``; set ``False`` for evaluation.
     * ``allow_code_execution``: this environment executes model-written code (sandboxed, no network,
-      resource limits) and therefore opts in by default; pass ``False`` to refuse.
+      resource limits) and therefore opts in by default; pass ``False`` to refuse (an answer then raises
+      ``CodeExecutionDisabled`` and leaves the episode as it was before that step).
     * ``grader``: a :class:`colbench_gym.execution.Grader`; default: a shared warm pool.
 
     ## Version History
@@ -85,6 +89,9 @@ class BackendEnv(DialogueEnv):
                          render_mode=render_mode)
         self.allow_code_execution = allow_code_execution
         self._grader = grader
+
+    def score_without_answer(self) -> tuple[float, dict[str, Any]]:
+        return 0.0, _not_graded("no_answer")
 
     def default_simulator(self) -> Simulator:
         from colbench_gym.simulators.offline_backend import OfflineBackendSimulator
@@ -104,7 +111,7 @@ class BackendEnv(DialogueEnv):
 
         code = extract_code(answer)
         if not code.strip():
-            return 0.0, {"success": False, "tests": [], "grader": {"status": "empty_answer", "infra_error": False}}
+            return 0.0, _not_graded("empty_answer")
         task = self.task
         result = self.grader.grade(code, task.ground_truth, task.test_cases)
         return result.score, {
@@ -112,3 +119,8 @@ class BackendEnv(DialogueEnv):
             "tests": [test.to_dict() for test in result.tests],
             "grader": {"status_counts": result.status_counts(), "infra_error": result.infra_error},
         }
+
+
+def _not_graded(status: str) -> dict[str, Any]:
+    """The last step's test fields when no code was run (same keys as a graded answer)."""
+    return {"success": False, "tests": [], "grader": {"status": status, "status_counts": {}, "infra_error": False}}

@@ -9,6 +9,7 @@ Subclasses say how an answer is extracted and scored, and what the human is show
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -50,14 +51,14 @@ class DialogueEnv(gym.Env[str, str]):
         privileged: bool = True,
         render_mode: str | None = None,
     ):
-        if max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if isinstance(max_turns, bool) or not isinstance(max_turns, numbers.Integral) or max_turns < 1:
+            raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.tasks: list[Task] = resolve_tasks(tasks, self.kind)
         self._task_index = {task.task_id: i for i, task in enumerate(self.tasks)}
         self.simulator = simulator if simulator is not None else self.default_simulator()
-        self.max_turns = max_turns
+        self.max_turns = int(max_turns)
         self.include_privileged = privileged
         self.render_mode = render_mode
         self.instructions = self.instructions_template.format(max_turns=max_turns, marker=ANSWER_MARKER)
@@ -67,6 +68,7 @@ class DialogueEnv(gym.Env[str, str]):
         self.messages: list[dict[str, str]] = []
         self.turn = 0
         self._done = True
+        self._observation_truncated = False
 
     # -- hooks for subclasses -------------------------------------------------------------
     def default_simulator(self) -> Simulator:
@@ -110,7 +112,8 @@ class DialogueEnv(gym.Env[str, str]):
         ]
         self.turn = 0
         self._done = False
-        return self._observation(), self._info(simulator_error=None)
+        observation = self._observation()
+        return observation, self._info(simulator_error=None)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._done or self.task is None:
@@ -118,8 +121,17 @@ class DialogueEnv(gym.Env[str, str]):
         text, notes = self._clean_action(action)
         self.turn += 1
         self.messages.append({"role": "assistant", "content": text})
-        started = time.perf_counter()
+        try:
+            return self._advance(text, notes)
+        except BaseException:
+            # A scorer that refuses (code execution disabled) or breaks leaves the episode as it was
+            # before this action, so that the caller can reset it or try again.
+            self.messages.pop()
+            self.turn -= 1
+            raise
 
+    def _advance(self, text: str, notes: dict[str, Any]) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        started = time.perf_counter()
         if ANSWER_MARKER in text:
             answer = self.extract_answer(text)
             reward, extra = self.score_answer(answer)
@@ -134,10 +146,13 @@ class DialogueEnv(gym.Env[str, str]):
 
         reply = self._ask_simulator()
         self.messages.append({"role": "user", "content": reply.text})
-        info = self._info(simulator_error=reply.error, **notes, **extra)
-        return self._observation(), 0.0, False, False, info
+        observation = self._observation()
+        return observation, 0.0, False, False, self._info(simulator_error=reply.error, **notes, **extra)
 
     def render(self) -> str | None:
+        """``"ansi"``: the dialogue as text; ``"human"``: printed; no ``render_mode``: nothing (Gymnasium's rule)."""
+        if self.render_mode is None:
+            return None
         text = render_dialogue(self.messages)
         if self.render_mode == "human":
             print(text)
@@ -164,6 +179,8 @@ class DialogueEnv(gym.Env[str, str]):
             return SimulatorReply(SIMULATOR_FALLBACK, error=f"{type(err).__name__}: {err}")
         if not isinstance(reply, SimulatorReply):
             return SimulatorReply(SIMULATOR_FALLBACK, error=f"simulator returned {type(reply).__name__}")
+        if not isinstance(reply.text, str):
+            return SimulatorReply(SIMULATOR_FALLBACK, error=f"simulator replied with a {type(reply.text).__name__}")
         if not reply.text.strip():
             return SimulatorReply(SIMULATOR_FALLBACK, error=reply.error or "simulator returned an empty reply")
         return reply
@@ -171,14 +188,21 @@ class DialogueEnv(gym.Env[str, str]):
     def _finish(self, reward: float, *, terminated: bool, answer: str | None, outcome: str,
                 notes: dict[str, Any], extra: dict[str, Any], started: float):
         self._done = True
+        observation = self._observation()
         info = self._info(simulator_error=None, **notes, **extra)
         info.update(answer=answer, outcome=outcome, score=float(reward),
                     scoring_seconds=time.perf_counter() - started)
         info.setdefault("success", False)
-        return self._observation(), float(reward), terminated, not terminated, info
+        return observation, float(reward), terminated, not terminated, info
 
     def _observation(self) -> str:
-        return render_dialogue(self.messages)[-MAX_OBSERVATION_CHARS:]
+        """The dialogue as text; over ``MAX_OBSERVATION_CHARS``, the task's request and the latest messages."""
+        text = render_dialogue(self.messages)
+        self._observation_truncated = len(text) > MAX_OBSERVATION_CHARS
+        if not self._observation_truncated:
+            return text
+        request = render_dialogue(self.messages[1:2])[: MAX_OBSERVATION_CHARS // 2] + "\n\n[...]\n\n"
+        return request + text[len(text) - (MAX_OBSERVATION_CHARS - len(request)):]
 
     def _info(self, simulator_error: str | None, **extra: Any) -> dict[str, Any]:
         assert self.task is not None
@@ -188,6 +212,8 @@ class DialogueEnv(gym.Env[str, str]):
             "messages": [dict(m) for m in self.messages],
             "simulator_error": simulator_error,
         }
+        if self._observation_truncated:
+            info["observation_truncated"] = True
         if self.include_privileged:
             info["privileged"] = self.task.privileged
         info.update(extra)

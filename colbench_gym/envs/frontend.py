@@ -94,7 +94,8 @@ class FrontendEnv(DialogueEnv):
 
     ## Observation Space
     ``UnicodeText``: the dialogue so far (``"Human: ..."`` / ``"Agent: ..."`` blocks); the same as chat
-    messages with the system instructions first in ``info["messages"]``. Screenshots are not part
+    messages with the system instructions first in ``info["messages"]`` (over 1,000,000 characters: the
+    request and the latest part, with ``info["observation_truncated"]``). Screenshots are not part
     of the observation (``render()`` with ``render_mode="rgb_array"`` returns the agent's last one,
     or a white viewport before the first page).
 
@@ -176,9 +177,28 @@ class FrontendEnv(DialogueEnv):
         # reported now, with its set-up command, and never turns into silent zero rewards.
         self.similarity = make_similarity(similarity, **(similarity_kwargs or {}))
         self.renderer = renderer if renderer is not None else shared_renderer(render_config, render_workers)
+        # What pickle and deepcopy rebuild instead of copying (browser processes, a model), when built here.
+        self._rebuild = ((similarity, similarity_kwargs or {}, render_config, render_workers)
+                         if isinstance(similarity, str) and renderer is None else None)
         self.success_threshold = float(success_threshold)
         self._last_page: tuple[str, Any] | None = None  # (html, RenderResult) of the agent's latest page
         self._turn_page: tuple[str, Any] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if self._rebuild is not None:
+            state["renderer"] = state["similarity"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from colbench_gym.rendering import shared_renderer
+        from colbench_gym.rewards import make_similarity
+
+        self.__dict__.update(state)
+        if self._rebuild is not None:
+            similarity, similarity_kwargs, render_config, render_workers = self._rebuild
+            self.similarity = make_similarity(similarity, **similarity_kwargs)
+            self.renderer = shared_renderer(render_config, render_workers)
 
     # -- hooks ------------------------------------------------------------------------------
     def default_simulator(self) -> Simulator:
@@ -194,7 +214,7 @@ class FrontendEnv(DialogueEnv):
     def target_render(self):
         """The current task's target page, rendered once per process (LRU cache)."""
         html = self.task.ground_truth
-        key = (hashlib.sha256(html.encode("utf-8")).hexdigest(), self.renderer.config)
+        key = (hashlib.sha256(html.encode("utf-8", "surrogatepass")).hexdigest(), self.renderer.config)
         return _TARGETS.get(key, lambda: self.renderer.render(html))
 
     def _show(self, text: str) -> dict[str, Any]:

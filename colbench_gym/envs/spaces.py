@@ -5,7 +5,9 @@ from __future__ import annotations
 import string
 from typing import Any
 
+from gymnasium.error import CustomSpaceError
 from gymnasium.spaces import Text
+from gymnasium.vector.utils import create_shared_memory
 
 # What ``sample()`` draws from. Membership is not limited to it: model output is arbitrary Unicode.
 SAMPLE_CHARSET = string.ascii_letters + string.digits + string.punctuation + " \n\t" + "éüß€→✓中文"
@@ -22,3 +24,13 @@ class UnicodeText(Text):
 
     def __repr__(self) -> str:
         return f"UnicodeText({self.min_length}, {self.max_length})"
+
+
+
+# AsyncVectorEnv passes observations through shared memory by default, reading it once as live views:
+# possible for arrays, not for Python strings (Gymnasium's own ``Text`` returns the first strings forever).
+# Refusing makes AsyncVectorEnv say to pass ``shared_memory=False``, with which text works.
+@create_shared_memory.register(UnicodeText)
+def _no_shared_memory(space: UnicodeText, n: int = 1, ctx: Any = None) -> Any:
+    raise CustomSpaceError(f"{space!r} cannot live in shared memory: use AsyncVectorEnv(..., shared_memory=False), "
+                           'or gym.make_vec(..., vector_kwargs={"shared_memory": False})')

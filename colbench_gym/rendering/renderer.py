@@ -326,7 +326,9 @@ class Renderer:
             raise RuntimeError("a Renderer cannot be used in a forked child: create one in the child")
         if not isinstance(html, str):
             raise TypeError(f"html must be a str, got {type(html).__name__}")
-        size = len(html.encode("utf-8", errors="replace"))
+        encoded = html.encode("utf-8", errors="replace")
+        html = encoded.decode("utf-8")  # lone surrogates (not Unicode) become "?": the page cannot be sent as is
+        size = len(encoded)
         if size > self.config.max_html_bytes:
             return RenderResult("refused", error=f"page is {size} bytes, over the {self.config.max_html_bytes}"
                                                  "-byte limit: not rendered")
