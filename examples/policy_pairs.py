@@ -4,7 +4,7 @@
         --output_dir runs/example/turn_pairs
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trl import TrlParser
 
@@ -13,8 +13,8 @@ from sweet_trl.turn_pairs import TurnPairsConfig, build_turn_pairs
 
 @dataclass
 class Args:
-    ranked: str = "runs/example/ranked"
-    output_dir: str = "runs/example/turn_pairs"
+    ranked: str = field(default="runs/example/ranked", metadata={"help": "Output of rank.py."})
+    output_dir: str = field(default="runs/example/turn_pairs", metadata={"help": "Dataset folder of turn pairs."})
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
         --ranking critic_minus_policy_logprob --output_dir runs/example/ranked
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trl import TrlParser
 
@@ -14,9 +14,9 @@ from sweet_trl.turn_pairs import TurnPairsConfig, rank_candidates
 
 @dataclass
 class Args:
-    candidates: str = "runs/example/candidates"
-    critic: str = "runs/example/critic"
-    output_dir: str = "runs/example/ranked"
+    candidates: str = field(default="runs/example/candidates", metadata={"help": "Output of sample_candidates.py."})
+    critic: str = field(default="runs/example/critic", metadata={"help": "Critic folder (from train_critic.py)."})
+    output_dir: str = field(default="runs/example/ranked", metadata={"help": "Candidates with their critic scores."})
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ The prompts are what the policy saw (system instructions and the dialogue so far
 Interrupted? The same command resumes from `runs/example/candidates.partial.jsonl`.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trl import TrlParser
 
@@ -17,9 +17,9 @@ from sweet_trl.turn_pairs import TurnPairsConfig, sample_candidates, select_turn
 
 @dataclass
 class Args:
-    trajectories: str = "runs/example/rollouts.jsonl"
-    policy: str = "embedded"
-    output_dir: str = "runs/example/candidates"
+    trajectories: str = field(default="runs/example/rollouts.jsonl", metadata={"help": "Rollouts (JSONL)."})
+    policy: str = field(default="embedded", metadata={"help": "Model folder, Hub id, or 'embedded'."})
+    output_dir: str = field(default="runs/example/candidates", metadata={"help": "Candidates per turn state."})
 
 
 if __name__ == "__main__":

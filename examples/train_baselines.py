@@ -8,8 +8,8 @@
 Zero-shot is the base policy evaluated as it is: `python examples/evaluate.py --policy <model>`.
 """
 
-import sys
-from dataclasses import dataclass
+import argparse
+from dataclasses import dataclass, field
 
 from trl import ModelConfig, TrlParser
 
@@ -23,13 +23,16 @@ from sweet_trl.baselines import (
 
 @dataclass
 class Args:
-    method: str = "rft"
-    trajectories: str = "runs/example/rollouts.jsonl"
+    method: str = field(default="rft", metadata={"help": "'rft' or 'mtdpo'; --help lists the options of the method given."})
+    trajectories: str = field(default="runs/example/rollouts.jsonl", metadata={"help": "Rollouts (JSONL or dataset)."})
 
 
 if __name__ == "__main__":
-    method = sys.argv[sys.argv.index("--method") + 1] if "--method" in sys.argv else "rft"
+    # The method decides which trainer's options the full parser accepts, so it is read first.
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("--method", choices=("rft", "mtdpo"), default="rft")
+    method = first.parse_known_args()[0].method
     config_class = RejectionFinetuneConfig if method == "rft" else MultiTurnDPOConfig
     args, config, model_config = TrlParser([Args, config_class, ModelConfig]).parse_args_and_config()
-    train = train_rejection_finetune if args.method == "rft" else train_multiturn_dpo
+    train = train_rejection_finetune if method == "rft" else train_multiturn_dpo
     print("saved to", train(config, args.trajectories, model_config=model_config))

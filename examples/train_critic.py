@@ -7,12 +7,12 @@
         --gradient_checkpointing false --max_length 2048
 
     # 8 GPUs, QLoRA on Llama-3.1-8B-Instruct
-    accelerate launch --config_file examples/accelerate/ddp.yaml examples/train_critic.py \
+    accelerate launch --config_file examples/accelerate/ddp.yaml --num_processes 8 examples/train_critic.py \
         --pairs runs/example/critic_pairs.jsonl --output_dir runs/example/critic \
         --model_name_or_path meta-llama/Llama-3.1-8B-Instruct --use_peft --load_in_4bit --learning_rate 1e-5
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trl import ModelConfig, TrlParser
 
@@ -23,7 +23,7 @@ from sweet_trl.policy_trainer import load_rows, trainer_inputs
 
 @dataclass
 class Args:
-    pairs: str = "runs/example/critic_pairs.jsonl"
+    pairs: str = field(default="runs/example/critic_pairs.jsonl", metadata={"help": "Output of critic_pairs.py."})
 
 
 if __name__ == "__main__":

@@ -7,12 +7,12 @@
         --gradient_checkpointing false --max_length 2048
 
     # 8 GPUs, QLoRA on Llama-3.1-8B-Instruct
-    accelerate launch --config_file examples/accelerate/ddp.yaml examples/train_policy.py \
+    accelerate launch --config_file examples/accelerate/ddp.yaml --num_processes 8 examples/train_policy.py \
         --pairs runs/example/turn_pairs --output_dir runs/example/policy \
         --model_name_or_path meta-llama/Llama-3.1-8B-Instruct --use_peft --load_in_4bit --learning_rate 1e-5
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trl import ModelConfig, TrlParser
 
@@ -22,7 +22,7 @@ from sweet_trl.policy_trainer import train_turn_preference
 
 @dataclass
 class Args:
-    pairs: str = "runs/example/turn_pairs"
+    pairs: str = field(default="runs/example/turn_pairs", metadata={"help": "Output of policy_pairs.py."})
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from trl import DPOConfig
 
+from sweet_trl.precision import default_bf16
 from sweet_trl.tokenization import DEFAULT_PRIVILEGED_TEMPLATE, CriticInputFormat
 
 
@@ -68,7 +69,8 @@ class SweetCriticConfig(DPOConfig):
             Keep at most this many pairs per task.
 
     Inherited DPO options with no meaning here (`loss_type` other than `"sigmoid"`, `ld_alpha`, `use_weighting`,
-    a non-default `f_divergence_type`, `truncation_mode="keep_end"`, `sync_ref_model`) are rejected.
+    a non-default `f_divergence_type`, `truncation_mode="keep_end"`, `sync_ref_model`) are rejected. An unset `bf16`
+    means bf16 where a bf16 accelerator is present and float32 elsewhere (TRL would turn it on everywhere).
     """
 
     # Overridden defaults (the released SWEET-RL critic recipe)
@@ -118,6 +120,7 @@ class SweetCriticConfig(DPOConfig):
     max_pairs_per_task: int | None = field(default=None, metadata={"help": "Keep at most this many pairs per task."})
 
     def __post_init__(self):
+        self.bf16 = default_bf16(self.bf16, self.fp16)
         super().__post_init__()
         if self.score_normalization not in ("per_turn_sum", "trajectory_mean"):
             raise ValueError(f"score_normalization must be 'per_turn_sum' or 'trajectory_mean', "

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 ScoreNormalization = Literal["per_turn_sum", "trajectory_mean"]
 SCORE_NORMALIZATIONS = ("per_turn_sum", "trajectory_mean")
-RankingMode = Literal["advantage", "critic_minus_policy"]
+RankingMode = Literal["critic_advantage", "critic_minus_policy_logprob"]
 
 
 def token_logps(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
@@ -92,20 +92,20 @@ def candidate_ranking_scores(
     critic_mean_logps: torch.Tensor,
     ref_mean_logps: torch.Tensor | None = None,
     policy_mean_logps: torch.Tensor | None = None,
-    mode: RankingMode = "advantage",
+    mode: RankingMode = "critic_advantage",
 ) -> torch.Tensor:
     """Score used to rank candidate actions of one turn (higher is better).
 
-    ``"advantage"``: the critic's advantage, critic minus reference mean log-prob (the paper).
-    ``"critic_minus_policy"``: critic mean log-prob minus the policy's own mean log-prob of the candidate, which
-    favours actions the critic likes more than the policy already does.
+    ``"critic_advantage"``: the critic's advantage, critic minus reference mean log-prob (the paper).
+    ``"critic_minus_policy_logprob"``: critic mean log-prob minus the policy's own mean log-prob of the candidate,
+    which favours actions the critic likes more than the policy already does (the released code).
     """
-    if mode == "advantage":
+    if mode == "critic_advantage":
         if ref_mean_logps is None:
-            raise ValueError("mode='advantage' needs ref_mean_logps")
+            raise ValueError("mode='critic_advantage' needs ref_mean_logps")
         return critic_mean_logps - ref_mean_logps
-    if mode == "critic_minus_policy":
+    if mode == "critic_minus_policy_logprob":
         if policy_mean_logps is None:
-            raise ValueError("mode='critic_minus_policy' needs policy_mean_logps")
+            raise ValueError("mode='critic_minus_policy_logprob' needs policy_mean_logps")
         return critic_mean_logps - policy_mean_logps
-    raise ValueError(f"unknown ranking mode {mode!r}; expected 'advantage' or 'critic_minus_policy'")
+    raise ValueError(f"unknown ranking mode {mode!r}; expected 'critic_advantage' or 'critic_minus_policy_logprob'")

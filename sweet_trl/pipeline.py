@@ -860,12 +860,7 @@ def stage_baseline_mtdpo(ctx: StageContext, model_config: Any, config: Any, expo
 
     inputs = _prepare_training(ctx, model_config, config, ctx.run.policy_model)
     if config.pair_preset is None:  # the released recipe of this environment, as for the critic's pairs
-        from sweet_trl.pairs import PAIR_RULE_PRESETS
-
-        preset = PAIR_RULE_PRESETS[ctx.run.kind]
-        config.pair_preset = ctx.run.kind
-        config.pair_rule, config.require_success = preset["rule"], preset["require_success"]
-        config.min_reward_gap = preset["min_reward_gap"]
+        config.apply_pair_preset(ctx.run.kind)
     try:
         pairs = multiturn_dpo_pairs(ctx.input_path("collect", "trajectories"), config)
     except ValueError as err:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from colbench_gym._optional import require
+from sweet_trl.precision import default_bf16
 
 DPOConfig = require("trl", "train").DPOConfig
 
@@ -47,7 +48,8 @@ class TurnPreferenceConfig(DPOConfig):
     trainer as ``peft_config`` (e.g. from ``trl.get_peft_config(ModelConfig(use_peft=True, ...))``) and, for QLoRA,
     a ``transformers.BitsAndBytesConfig(load_in_4bit=True)`` passed as ``quantization_config`` with the model given
     by name, or placed in ``model_init_kwargs``. :func:`sweet_trl.policy_trainer.train_turn_preference` does both
-    from a ``trl.ModelConfig``.
+    from a ``trl.ModelConfig``. An unset ``bf16`` means bf16 where a bf16 accelerator is present and float32
+    elsewhere (TRL would turn it on everywhere).
 
     Example::
 
@@ -72,6 +74,7 @@ class TurnPreferenceConfig(DPOConfig):
     gradient_accumulation_steps: int = field(default=8, metadata={"help": "Steps accumulated per update."})
 
     def __post_init__(self):
+        self.bf16 = default_bf16(self.bf16, self.fp16)
         if self.nll_coef < 0:
             raise ValueError(f"nll_coef must be >= 0, got {self.nll_coef}")
         loss_type = [self.loss_type] if isinstance(self.loss_type, str) else list(self.loss_type)

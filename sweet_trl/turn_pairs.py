@@ -53,8 +53,6 @@ logger = logging.getLogger(__name__)
 
 Ranking = Literal["critic_minus_policy_logprob", "critic_advantage"]
 RANKINGS = ("critic_minus_policy_logprob", "critic_advantage")
-# Our ranking names -> the modes of sweet_trl.losses.candidate_ranking_scores.
-_LOSSES_MODE = {"critic_minus_policy_logprob": "critic_minus_policy", "critic_advantage": "advantage"}
 
 
 @dataclass
@@ -386,7 +384,7 @@ def ranking_scores(critic_mean_logprobs: Sequence[float], policy_mean_logprobs: 
         tensor(critic_mean_logprobs),
         ref_mean_logps=tensor(reference_mean_logprobs) if ranking == "critic_advantage" else None,
         policy_mean_logps=tensor(policy_mean_logprobs) if ranking == "critic_minus_policy_logprob" else None,
-        mode=_LOSSES_MODE[ranking],
+        mode=ranking,
     )
     return [float(s) for s in scores]
 

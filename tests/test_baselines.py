@@ -142,6 +142,23 @@ def test_multiturn_pairs_follow_the_critic_pair_rules_without_privileged_info():
     assert "privileged" not in pairs.column_names
 
 
+def test_pair_fields_that_are_set_win_over_the_preset():
+    records = collaborative_trajectories(3, per_task=3, num_agent_turns=2)
+    for record in records:  # nobody passes every test: partial credit only
+        record["reward"], record["success"] = (0.5 if record["reward"] else 0.0), False
+    with pytest.raises(ValueError, match="no trajectory pair"):
+        multiturn_dpo_pairs(records, MultiTurnDPOConfig(output_dir="unused", pair_preset="backend", **FAST))
+    config = MultiTurnDPOConfig(output_dir="unused", pair_preset="backend", require_success=False, **FAST)
+    assert config.pair_rule_settings() == {"rule": "best_vs_rest", "require_success": False, "min_reward_gap": 0.0}
+    assert len(multiturn_dpo_pairs(records, config)) == 3
+    plain = MultiTurnDPOConfig(output_dir="unused", **FAST)
+    assert plain.pair_rule_settings() == {"rule": "best_vs_rest", "require_success": True, "min_reward_gap": 0.0}
+    plain.apply_pair_preset("frontend")  # what the pipeline does when no preset is given
+    assert plain.pair_rule_settings() == {"rule": "all_pairs", "require_success": False, "min_reward_gap": 0.1}
+    with pytest.raises(ValueError, match="pair_rule"):
+        MultiTurnDPOConfig(output_dir="unused", pair_rule="best", **FAST)
+
+
 def sequence_logps(model, input_ids, mask) -> float:
     ids = torch.tensor([input_ids])
     with torch.no_grad():

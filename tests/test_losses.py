@@ -105,12 +105,12 @@ def test_gradient_reaches_only_agent_tokens():
 def test_candidate_ranking_scores():
     critic, ref, policy = torch.tensor([-1.0, -2.0]), torch.tensor([-1.5, -1.0]), torch.tensor([-0.5, -3.0])
     assert losses.candidate_ranking_scores(critic, ref).tolist() == [0.5, -1.0]
-    assert losses.candidate_ranking_scores(critic, policy_mean_logps=policy, mode="critic_minus_policy").tolist() == [
+    assert losses.candidate_ranking_scores(critic, policy_mean_logps=policy, mode="critic_minus_policy_logprob").tolist() == [
         -0.5, 1.0]
     with pytest.raises(ValueError, match="ref_mean_logps"):
         losses.candidate_ranking_scores(critic)
     with pytest.raises(ValueError, match="policy_mean_logps"):
-        losses.candidate_ranking_scores(critic, ref, mode="critic_minus_policy")
+        losses.candidate_ranking_scores(critic, ref, mode="critic_minus_policy_logprob")
     with pytest.raises(ValueError, match="ranking mode"):
         losses.candidate_ranking_scores(critic, ref, mode="max")
     assert losses.mean_logps(torch.tensor([[-4.0, 0.0]]), torch.tensor([[2.0, 0.0]])).tolist() == [[-2.0, 0.0]]

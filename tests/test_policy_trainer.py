@@ -199,3 +199,22 @@ def test_qlora_trains_a_lora_adapter_on_a_4bit_base_on_cpu(tmp_path):
     moved = [n for n, p in trainer.model.named_parameters() if n in trainable and not torch.equal(p, trainable[n])]
     assert any("lora_B" in n for n in moved)
     assert trainer.state.log_history[-2]["rewards/margins"] > 0
+
+
+@pytest.mark.parametrize("config_path", [
+    "sweet_trl.critic_config:SweetCriticConfig", "sweet_trl.policy_config:TurnPreferenceConfig",
+    "sweet_trl.baselines.rejection_finetuning:RejectionFinetuneConfig",
+    "sweet_trl.baselines.multiturn_dpo:MultiTurnDPOConfig",
+])
+def test_unset_bf16_follows_the_machine_and_a_set_one_is_kept(config_path, tmp_path):
+    import importlib
+
+    from transformers.utils import is_torch_bf16_gpu_available
+
+    module, name = config_path.split(":")
+    config_class = getattr(importlib.import_module(module), name)
+    assert config_class(output_dir=str(tmp_path)).bf16 == is_torch_bf16_gpu_available()
+    assert config_class(output_dir=str(tmp_path), bf16=False).bf16 is False
+    if not is_torch_bf16_gpu_available():  # asked for explicitly, bf16 is not silently dropped on this machine
+        with pytest.raises(ValueError, match="bf16"):
+            config_class(output_dir=str(tmp_path), bf16=True)

@@ -9,5 +9,11 @@
 """
 
 from colbench_gym.simulators.base import DONT_KNOW, ScriptedSimulator, Simulator, SimulatorReply, SimulatorRequest
+from colbench_gym.simulators.offline_backend import OfflineBackendSimulator
+from colbench_gym.simulators.offline_frontend import OfflineFrontendSimulator
+from colbench_gym.simulators.openai_compat import OpenAISimulator
 
-__all__ = ["DONT_KNOW", "ScriptedSimulator", "Simulator", "SimulatorReply", "SimulatorRequest"]
+__all__ = [
+    "DONT_KNOW", "OfflineBackendSimulator", "OfflineFrontendSimulator", "OpenAISimulator", "ScriptedSimulator",
+    "Simulator", "SimulatorReply", "SimulatorRequest",
+]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench_gym._optional import require
+from sweet_trl.precision import default_bf16
 from sweet_trl.tokenization import ChatTemplateError, tokenize_conversation
 
 logger = logging.getLogger(__name__)
@@ -43,15 +44,16 @@ class MultiTurnDPOConfig(_trl.DPOConfig):
         > Pairs (the rules of :func:`sweet_trl.pairs.build_critic_pairs`)
 
         pair_preset (`str` or `None`, *optional*, defaults to `None`):
-            `"backend"` or `"frontend"`: the released recipe of that benchmark, which sets the three fields below.
-            `None` uses them as given.
-        pair_rule (`str`, *optional*, defaults to `"best_vs_rest"`):
+            `"backend"` or `"frontend"`: the released recipe of that benchmark, which fills the three fields
+            below that are left unset. The pipeline uses its environment's recipe when this is `None`.
+        pair_rule (`str` or `None`, *optional*, defaults to `None`):
             `"best_vs_rest"`: a task's best trajectory against each worse one. `"all_pairs"`: every two
-            trajectories of a task whose rewards differ by at least `min_reward_gap`.
-        require_success (`bool`, *optional*, defaults to `True`):
-            With `"best_vs_rest"`, pair a task only when its best trajectory succeeded.
-        min_reward_gap (`float`, *optional*, defaults to `0.0`):
-            Smallest reward difference of a pair.
+            trajectories of a task whose rewards differ by at least `min_reward_gap`. Unset and no preset:
+            `"best_vs_rest"`.
+        require_success (`bool` or `None`, *optional*, defaults to `None`):
+            With `"best_vs_rest"`, pair a task only when its best trajectory succeeded. Unset and no preset: `True`.
+        min_reward_gap (`float` or `None`, *optional*, defaults to `None`):
+            Smallest reward difference of a pair. Unset and no preset: `0.0`.
         max_pairs_per_task (`int` or `None`, *optional*, defaults to `None`):
             At most this many pairs per task (a seeded subset).
         env_id (`str` or `None`, *optional*, defaults to `None`), max_turns (`int`, *optional*, defaults to `10`):
@@ -73,9 +75,11 @@ class MultiTurnDPOConfig(_trl.DPOConfig):
     """
 
     pair_preset: str | None = field(default=None, metadata={"help": "'backend' or 'frontend' pair recipe."})
-    pair_rule: str = field(default="best_vs_rest", metadata={"help": "'best_vs_rest' or 'all_pairs'."})
-    require_success: bool = field(default=True, metadata={"help": "Pair a task only if its best one succeeded."})
-    min_reward_gap: float = field(default=0.0, metadata={"help": "Smallest reward difference of a pair."})
+    pair_rule: str | None = field(default=None, metadata={"help": "'best_vs_rest' (default) or 'all_pairs'."})
+    require_success: bool | None = field(
+        default=None, metadata={"help": "Pair a task only if its best one succeeded (default: true)."})
+    min_reward_gap: float | None = field(
+        default=None, metadata={"help": "Smallest reward difference of a pair (default: 0)."})
     max_pairs_per_task: int | None = field(default=None, metadata={"help": "At most this many pairs per task."})
     env_id: str | None = field(default=None, metadata={"help": "Environment of the system instructions."})
     max_turns: int = field(default=10, metadata={"help": "Turn limit in the system instructions."})
@@ -84,19 +88,34 @@ class MultiTurnDPOConfig(_trl.DPOConfig):
     max_length: int | None = field(default=16384, metadata={"help": "Longest conversation in tokens."})
 
     def __post_init__(self):
-        from sweet_trl.pairs import PAIR_RULE_PRESETS
-
+        self.bf16 = default_bf16(self.bf16, self.fp16)
+        if self.pair_rule not in (None, "best_vs_rest", "all_pairs"):
+            raise ValueError(f"pair_rule must be 'best_vs_rest' or 'all_pairs', got {self.pair_rule!r}")
         if self.pair_preset is not None:
-            if self.pair_preset not in PAIR_RULE_PRESETS:
-                raise ValueError(f"pair_preset must be one of {sorted(PAIR_RULE_PRESETS)}, got {self.pair_preset!r}")
-            preset = PAIR_RULE_PRESETS[self.pair_preset]
-            self.pair_rule = preset["rule"]
-            self.require_success = preset["require_success"]
-            self.min_reward_gap = preset["min_reward_gap"]
+            self.apply_pair_preset(self.pair_preset)
         super().__post_init__()
         if self.loss_type != ["sigmoid"] or self.ld_alpha is not None or self.use_weighting:
             raise ValueError("multi-turn DPO sums log-probabilities over whole dialogues; only loss_type='sigmoid' "
                              "without ld_alpha or use_weighting is supported")
+
+
+    def apply_pair_preset(self, preset: str) -> None:
+        """Fill the pair fields left unset from a released recipe (``"backend"``/``"frontend"``); set ones stay."""
+        from sweet_trl.pairs import PAIR_RULE_PRESETS
+
+        if preset not in PAIR_RULE_PRESETS:
+            raise ValueError(f"pair_preset must be one of {sorted(PAIR_RULE_PRESETS)}, got {preset!r}")
+        recipe = PAIR_RULE_PRESETS[preset]
+        self.pair_preset = preset
+        self.pair_rule = recipe["rule"] if self.pair_rule is None else self.pair_rule
+        self.require_success = recipe["require_success"] if self.require_success is None else self.require_success
+        self.min_reward_gap = recipe["min_reward_gap"] if self.min_reward_gap is None else self.min_reward_gap
+
+    def pair_rule_settings(self) -> dict[str, Any]:
+        """The arguments of :func:`sweet_trl.pairs.build_critic_pairs`, unset fields at their defaults."""
+        return {"rule": self.pair_rule or "best_vs_rest",
+                "require_success": True if self.require_success is None else self.require_success,
+                "min_reward_gap": 0.0 if self.min_reward_gap is None else self.min_reward_gap}
 
 
 def multiturn_dpo_pairs(trajectories: Any, config: MultiTurnDPOConfig):
@@ -107,10 +126,8 @@ def multiturn_dpo_pairs(trajectories: Any, config: MultiTurnDPOConfig):
 
     datasets = require("datasets", "hub")
     records = [r for r in read_trajectories(trajectories) if not infra_drop_reason(r)]
-    pairs, stats = build_critic_pairs(
-        records, rule=config.pair_rule, require_success=config.require_success,
-        min_reward_gap=config.min_reward_gap, max_pairs_per_task=config.max_pairs_per_task, seed=config.seed,
-    )
+    pairs, stats = build_critic_pairs(records, **config.pair_rule_settings(),
+                                      max_pairs_per_task=config.max_pairs_per_task, seed=config.seed)
     if not pairs:
         raise ValueError(f"no trajectory pair for multi-turn DPO: {stats.summary()}")
     env_by_task = {}

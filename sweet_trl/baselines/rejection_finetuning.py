@@ -21,6 +21,7 @@ from typing import Any
 
 from colbench_gym._optional import require
 from sweet_trl.pairs import trajectory_reward, trajectory_succeeded, trajectory_task_id
+from sweet_trl.precision import default_bf16
 from sweet_trl.tokenization import ChatTemplateError, tokenize_conversation
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class RejectionFinetuneConfig(_trl.SFTConfig):
     learning_rate: float = field(default=2e-7, metadata={"help": "AdamW learning rate."})
 
     def __post_init__(self):
+        self.bf16 = default_bf16(self.bf16, self.fp16)
         if self.assistant_only_loss:
             raise ValueError("assistant_only_loss is not used here: the agent-turn masks are built by "
                              "sweet_trl.tokenization for any chat template; leave it False")
