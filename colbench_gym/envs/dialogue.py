@@ -212,7 +212,7 @@ class DialogueEnv(gym.Env[str, str]):
             "messages": [dict(m) for m in self.messages],
             "simulator_error": simulator_error,
         }
-        if self._observation_truncated:
+        if self._observation_truncated:  # set by the observation of this step, always computed first
             info["observation_truncated"] = True
         if self.include_privileged:
             info["privileged"] = self.task.privileged
