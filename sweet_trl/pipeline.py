@@ -4,8 +4,10 @@
        └──────> sample_candidates ─────────> rank ─> policy_pairs ─> train_policy ─> evaluate ─> report
 
 A stage is complete when its folder holds ``_COMPLETE.json`` (written atomically, after the outputs): the
-counts, metrics, timings, output files and a fingerprint of its configuration and inputs. Running a
-complete stage again prints ``skipped``; a changed configuration or a re-run upstream stage runs it again.
+counts, metrics, timings, output files and a fingerprint of what it computes from: the run options it reads
+(``Stage.run_fields``), its own options (a file or folder named there by its files' sizes and times), and which
+run of each upstream stage it read. Running a complete stage again prints ``skipped``; a change to any of these
+(a re-run upstream stage included) runs it again, and a change to anything else leaves it and its files alone.
 An interrupted stage resumes where it can (the rollout collector appends to its JSONL).
 
     sweet-rl pipeline --config examples/configs/demo_cpu.yaml        # every stage
@@ -28,6 +30,7 @@ import shutil
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -84,13 +87,32 @@ class StageResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+class RunView:
+    """The run's shared arguments as one stage sees them: only the fields it declared (``Stage.run_fields``), which
+    are the ones its fingerprint covers; reading another one is a bug in the stage's declaration, so it raises."""
+
+    # Where and how loudly a stage runs, not what it computes: readable by every stage, never fingerprinted.
+    ALWAYS = frozenset({"run_dir", "hub_prefix", "force"})
+    DERIVED = {"kind": ("env_id",), "critic_base": ("critic_model", "policy_model")}
+
+    def __init__(self, run: RunArguments, fields: Sequence[str]):
+        self._run, self._fields = run, frozenset(fields)
+
+    def __getattr__(self, name: str) -> Any:
+        needed = set(self.DERIVED.get(name, (name,))) - self.ALWAYS
+        if not needed <= self._fields:
+            raise AttributeError(f"run field(s) {sorted(needed - self._fields)} not in this stage's run_fields "
+                                 "(add them there, so that its fingerprint covers them)")
+        return getattr(self._run, name)
+
+
 @dataclass
 class StageContext:
-    """Handed to a stage: its folder, the run's shared arguments, its inputs, and a progress logger."""
+    """Handed to a stage: its folder, the run's shared arguments it declared, its inputs, and a progress logger."""
 
     stage: str
     dir: Path
-    run: RunArguments
+    run: RunView
     inputs: dict[str, dict[str, Any]]
     started: float = field(default_factory=time.perf_counter)
     stream: Any = None
@@ -121,6 +143,7 @@ class Stage:
     help: str
     arg_types: Callable[[], tuple[type, ...]]  # besides RunArguments; a function so that trl loads lazily
     run: Callable[..., StageResult]
+    run_fields: tuple[str, ...] = ()  # the RunArguments it reads (env_id for all): what its fingerprint covers
     inputs: Callable[..., list[str]] = lambda *args: []
     folder: Callable[..., str] | None = None
     push: Callable[..., dict[str, str]] | None = None
@@ -162,22 +185,49 @@ def read_marker(stage_dir: Path) -> dict[str, Any] | None:
         return None
 
 
+MAX_FINGERPRINTED_FILES = 10_000
+
+
+def _path_identity(value: str) -> Any:
+    """An option naming a local file or folder (trajectories, tasks, a model) stands for its contents: the name
+    with each file's size and modification time, so that a rewritten file makes the stage run again."""
+    if value in ("", ".", os.sep):
+        return value
+    path = Path(value).expanduser()
+    try:
+        if path.is_file():
+            stat = path.stat()
+            return [value, stat.st_size, stat.st_mtime_ns]
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file())[:MAX_FINGERPRINTED_FILES]
+            return [value, [(str(p.relative_to(path)), p.stat().st_size, p.stat().st_mtime_ns) for p in files]]
+    except OSError:
+        pass
+    return value
+
+
 def _fingerprint_view(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _fingerprint_view(v) for k, v in sorted(value.items()) if k not in NOT_FINGERPRINTED}
     if isinstance(value, (list, tuple)):
         return [_fingerprint_view(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
+    if isinstance(value, str):
+        return _path_identity(value)
+    if isinstance(value, (int, float, bool)) or value is None:
         return value
     return str(value)
 
 
-def fingerprint(stage: str, args: Sequence[Any], inputs: dict[str, dict[str, Any]]) -> str:
-    """A hash of what determines a stage's outputs: its configuration and its inputs' fingerprints."""
+def fingerprint(stage: Stage, args: Sequence[Any], inputs: dict[str, dict[str, Any]]) -> str:
+    """A hash of what determines a stage's outputs: the run fields it reads, its own options (files named there
+    by their contents' sizes and times), and which run of each upstream stage it reads (re-running one, even
+    with ``--force`` and the same options, makes the stages after it run again)."""
+    run = asdict_public(args[0])
     view = {
-        "stage": stage,
-        "args": [_fingerprint_view(asdict_public(a)) for a in args],
-        "inputs": {name: marker["fingerprint"] for name, marker in sorted(inputs.items())},
+        "stage": stage.name,
+        "run": _fingerprint_view({k: run[k] for k in ("env_id", *stage.run_fields)}),
+        "args": [_fingerprint_view(asdict_public(a)) for a in args[1:]],
+        "inputs": {name: [marker["fingerprint"], marker.get("run_id")] for name, marker in sorted(inputs.items())},
     }
     return hashlib.sha256(json.dumps(view, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -252,7 +302,7 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         if main:
             print(f"[{label}] {message}", file=out, flush=True)
 
-    digest = fingerprint(stage.name, args, inputs)
+    digest = fingerprint(stage, args, inputs)
     marker = read_marker(stage_dir)
     if marker is not None and marker.get("fingerprint") == digest and not run.force:
         print_(f"skipped: complete since {marker['finished_at']} ({marker['seconds']:.1f}s), "
@@ -277,7 +327,8 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         write_json_atomic(stage_dir / RUNNING, {"fingerprint": digest, "started_at": started_at})
     _barrier()
 
-    context = StageContext(stage=label, dir=stage_dir, run=run, inputs=inputs, stream=out if main else io.StringIO())
+    context = StageContext(stage=label, dir=stage_dir, run=RunView(run, ("env_id", *stage.run_fields)),
+                           inputs=inputs, stream=out if main else io.StringIO())
     print_("running")
     began = time.perf_counter()
     result = stage.run(context, *args[1:])
@@ -291,6 +342,7 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         "stage": stage.name,
         "dir": folder,
         "fingerprint": digest,
+        "run_id": uuid.uuid4().hex,  # which run of the stage this is: the stages after it read it
         "started_at": started_at,
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "seconds": seconds,
@@ -1104,27 +1156,29 @@ def _mtdpo_types():
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (
     Stage("collect", "roll out the base policy on the training tasks",
-          lambda: (GenerationArguments, CollectArguments), stage_collect, push=push_stage),
+          lambda: (GenerationArguments, CollectArguments), stage_collect, push=push_stage,
+          run_fields=("train_tasks", "max_train_tasks", "simulator", "simulator_base_url", "max_turns", "policy_model")),
     Stage("critic_pairs", "pairs of trajectories of one task with different rewards",
           lambda: (CriticPairsArguments,), stage_critic_pairs,
           inputs=lambda args: [] if args.trajectories else ["collect"], push=push_stage),
     Stage("train_critic", "train the asymmetric turn-level critic", _critic_types, stage_train_critic,
-          inputs=lambda *args: ["critic_pairs"], push=push_stage),
+          inputs=lambda *args: ["critic_pairs"], push=push_stage, run_fields=("critic_model", "policy_model")),
     Stage("sample_candidates", "sample N candidate turns per turn state from the policy",
           lambda: (GenerationArguments, CandidateArguments), stage_sample_candidates,
-          inputs=lambda *args: ["collect"]),
+          inputs=lambda *args: ["collect"], run_fields=("max_turns", "policy_model")),
     Stage("rank", "score the candidates with the critic", lambda: (RankArguments,), stage_rank,
-          inputs=lambda *args: ["collect", "train_critic", "sample_candidates"]),
+          inputs=lambda *args: ["collect", "train_critic", "sample_candidates"], run_fields=("max_turns",)),
     Stage("policy_pairs", "turn-level pairs: upper half over lower half", lambda: (PolicyPairsArguments,),
-          stage_policy_pairs, inputs=lambda *args: ["rank"], push=push_stage),
+          stage_policy_pairs, inputs=lambda *args: ["rank"], push=push_stage, run_fields=("max_turns",)),
     Stage("train_policy", "train the policy with turn-level DPO", _policy_types, stage_train_policy,
-          inputs=lambda *args: ["policy_pairs"], push=push_stage),
+          inputs=lambda *args: ["policy_pairs"], push=push_stage, run_fields=("policy_model",)),
     Stage("baseline_rft", "baseline: rejection fine-tuning", _rft_types, stage_baseline_rft,
-          inputs=lambda *args: ["collect"], push=push_stage),
+          inputs=lambda *args: ["collect"], push=push_stage, run_fields=("policy_model",)),
     Stage("baseline_mtdpo", "baseline: multi-turn DPO", _mtdpo_types, stage_baseline_mtdpo,
-          inputs=lambda *args: ["collect"], push=push_stage),
+          inputs=lambda *args: ["collect"], push=push_stage, run_fields=("policy_model",)),
     Stage("evaluate", "evaluate a policy on the test tasks", lambda: (GenerationArguments, EvaluateArguments),
-          stage_evaluate, inputs=lambda gen, args: _evaluate_inputs(args), folder=lambda gen, args: _evaluate_folder(args)),
+          stage_evaluate, inputs=lambda gen, args: _evaluate_inputs(args), folder=lambda gen, args: _evaluate_folder(args),
+          run_fields=("eval_tasks", "max_eval_tasks", "simulator", "simulator_base_url", "max_turns", "policy_model")),
 )}
 COMMAND_ALIASES = {"train-rft": "baseline_rft", "train-mtdpo": "baseline_mtdpo"}
 SECTIONS = (*STAGES, "report", PIPELINE_SECTION)

@@ -83,6 +83,61 @@ def test_stage_runs_once_then_skips_and_reruns_when_its_config_or_input_changes(
     assert calls[-1] == "first" and len(calls) == 5
 
 
+def test_fingerprint_covers_the_run_fields_read_the_files_named_and_the_upstream_runs(tmp_path):
+    import os
+    from dataclasses import dataclass
+
+    @dataclass
+    class FileArgs:
+        source: str = ""
+
+    calls: list[str] = []
+
+    def read(ctx, args):
+        calls.append(ctx.stage)
+        (ctx.dir / "data.json").write_text(json.dumps([ctx.run.max_turns, Path(args.source).read_text()]))
+        return StageResult(outputs={"data": "data.json"})
+
+    def after(ctx, args):
+        calls.append(ctx.stage)
+        (ctx.dir / "data.json").write_text(ctx.input_path("reader", "data").read_text())
+        return StageResult(outputs={"data": "data.json"})
+
+    reader = Stage("reader", "reader", lambda: (FileArgs,), read, run_fields=("max_turns",))
+    downstream = Stage("after", "after", lambda: (FileArgs,), after, inputs=lambda *a: ["reader"])
+    source = tmp_path / "rows.txt"
+    source.write_text("a")
+    args = (FileArgs(str(source)),)
+
+    def run(**run_fields):
+        out = io.StringIO()
+        run_stage(reader, (RunArguments(run_dir=str(tmp_path / "run"), **run_fields), *args), stream=out)
+        return out.getvalue()
+
+    assert "running" in run() and calls == ["reader"]
+    # A run field the stage does not read changes nothing (and deletes nothing).
+    assert "skipped" in run(eval_tasks="elsewhere.jsonl", max_eval_tasks=5, simulator_base_url="http://x")
+    assert "running again" in run(max_turns=4) and calls == ["reader", "reader"]
+    # The file an option names is part of the fingerprint by its size and time, not only its name.
+    source.write_text("a longer version")
+    os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
+    assert "running again" in run(max_turns=4) and len(calls) == 3
+    # The stage after it runs again when the upstream stage was re-run, even with --force and the same options.
+    run_stage(downstream, (RunArguments(run_dir=str(tmp_path / "run")), FileArgs()), stream=io.StringIO())
+    run(max_turns=4, force=True)
+    out = io.StringIO()
+    run_stage(downstream, (RunArguments(run_dir=str(tmp_path / "run")), FileArgs()), stream=out)
+    assert "running again" in out.getvalue() and calls[-2:] == ["reader", "after"]
+
+    # Reading a run field the stage did not declare is a bug in the stage: it says so.
+    def sneaky(ctx, args):
+        return StageResult(counts={"turns": ctx.run.max_turns})
+
+    with pytest.raises(AttributeError, match="run_fields"):
+        run_stage(Stage("sneaky", "sneaky", lambda: (FileArgs,), sneaky),
+                  (RunArguments(run_dir=str(tmp_path / "run")), FileArgs()), stream=io.StringIO())
+
+
 def test_stage_without_its_input_says_which_command_to_run(tmp_path):
     _, _, second = _toy_stages([])
     ToyArgs = second.arg_types()[0]
@@ -305,7 +360,7 @@ def test_changed_stage_option_reruns_that_stage_and_those_after_it(tiny_run, mon
     args = pipeline._parse(stage, pipeline.load_yaml(tiny_run["config"]), [])
     inputs = {"policy_pairs": marker}
     old = json.loads((tiny_run["run"] / "train_policy" / MARKER).read_text())
-    assert pipeline.fingerprint("train_policy", args, inputs) != old["fingerprint"]
+    assert pipeline.fingerprint(stage, args, inputs) != old["fingerprint"]
 
 
 def test_baselines_train_and_are_evaluated_like_the_sweet_policy(tiny_run):
