@@ -147,7 +147,8 @@ def model_card(
                 f"tokenizer = AutoTokenizer.from_pretrained(\"{repo_id}\")")
     usage = {
         "critic": ("The critic scores each agent turn of a dialogue given the task's reference solution: "
-                   "`sweet_trl.critic_trainer` loads it with its input format (`sweet_critic.json`)."),
+                   f"`sweet_trl.critic.SweetCritic.from_pretrained(\"{repo_id}\")` loads it with its input format "
+                   "(`sweet_critic.json`)."),
         "policy": (f"The policy plays the agent in `{env_id}`: "
                    "`sweet-rl evaluate --policy <this repo>` rolls it out on the test tasks."),
         "baseline": f"A baseline policy for `{env_id}`.",
@@ -196,10 +197,14 @@ def export_dataset(records: Iterable[Mapping[str, Any]], folder: str | os.PathLi
 MODEL_FILES = ("*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.bin")
 
 
-def export_model(model_dir: str | os.PathLike, folder: str | os.PathLike, card: str, merge: bool = False) -> Path:
+def export_model(model_dir: str | os.PathLike, folder: str | os.PathLike, card: str, merge: bool = False,
+                 base_model: str | None = None) -> Path:
     """Copy a saved model or LoRA adapter (or, with ``merge``, the adapter merged into its base) and its card.
 
     Training state (optimizer, checkpoints) is left out: only weights, configs, tokenizer files and the card.
+    ``base_model``, the Hub id of the model trained from, replaces the local path that an adapter
+    (``adapter_config.json``) or a critic (its reference model in ``sweet_critic.json``) names, so that the
+    upload loads on another machine.
     """
     model_dir, folder = Path(model_dir), Path(folder)
     if not model_dir.is_dir():
@@ -219,8 +224,22 @@ def export_model(model_dir: str | os.PathLike, folder: str | os.PathLike, card: 
             for path in model_dir.glob(pattern):
                 if path.name not in ("trainer_state.json", "training_args.bin", "optimizer.pt", "scheduler.pt"):
                     shutil.copy2(path, folder / path.name)
+        if base_model:
+            _point_at(folder / "adapter_config.json", "base_model_name_or_path", base_model)
+    if base_model:
+        _point_at(folder / "sweet_critic.json", "reference_model", base_model)
     (folder / "README.md").write_text(card, encoding="utf-8")
     return folder
+
+
+def _point_at(path: Path, key: str, model_id: str) -> None:
+    """Set ``key`` of the JSON file at ``path`` to ``model_id`` where it names a model (a missing file is fine)."""
+    if not path.exists():
+        return
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data.get(key):
+        data[key] = model_id
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def push_folder(folder: str | os.PathLike, repo_id: str, repo_type: str = "model", private: bool | None = None,

@@ -1085,7 +1085,11 @@ def export_stage(stage_dir: Path, marker: dict[str, Any], *args: Any) -> tuple[P
     else:
         card = hub.model_card(repo_id, role, base_model=base_name, datasets=datasets, metrics=metrics, training=hyper,
                               adapter=adapter, method=method, env_id=run.env_id)
-    return hub.export_model(model_dir, folder, card, merge=export.push_merged), repo_id, "model"
+    hub_base = _hub_name(base_name)
+    if hub_base is None:
+        print(f"[{stage}] note: the base model {base_name} is a local folder, so the export names that path "
+              "(point base_model_name_or_path at a copy of it to load the upload elsewhere)", file=sys.stderr)
+    return hub.export_model(model_dir, folder, card, merge=export.push_merged, base_model=hub_base), repo_id, "model"
 
 
 HYPERPARAMETERS_SHOWN = {

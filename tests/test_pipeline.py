@@ -411,6 +411,15 @@ def test_hub_export_of_datasets_and_models_offline(tiny_run, monkeypatch):
     card = (folder / "README.md").read_text()
     assert "SWEET-RL" in card and "critic" in card and "someone/sweet-tiny-critic-pairs" in card
     assert "pair_accuracy" in card and "LoRA adapter" in card
+    # The tiny base is a local folder, so the export still names it; a Hub base replaces the local path in both
+    # the adapter's config and the critic's reference, so that the upload loads elsewhere.
+    local = json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"]
+    assert Path(local).is_dir()
+    from sweet_trl import hub
+
+    moved = hub.export_model(run / "train_critic" / "model", tiny_run["root"] / "export", "card", base_model="org/base")
+    assert json.loads((moved / "adapter_config.json").read_text())["base_model_name_or_path"] == "org/base"
+    assert json.loads((moved / "sweet_critic.json").read_text())["reference_model"] == "org/base"
 
     args = pipeline._parse(pipeline.STAGES["train_policy"], config, ["--push_merged"])
     folder, repo_id, _ = pipeline.export_stage(run / "train_policy", markers["train_policy"], *args)
