@@ -287,6 +287,7 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         raise ConfigError(f"stage {stage.name} runs in one process; launch only the training stages "
                           f"{list(TRAINING_STAGES)} with accelerate")
 
+    _check_push_target(stage, args)
     inputs: dict[str, dict[str, Any]] = {}
     for name in stage.inputs(*args[1:]):
         marker = read_marker(run_dir / name)
@@ -384,6 +385,20 @@ def _summary(marker: dict[str, Any]) -> str:
     parts = [f"{k}={v}" for k, v in marker.get("counts", {}).items()]
     parts += [f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in marker.get("metrics", {}).items()]
     return ", ".join(parts) or "no counts"
+
+
+def _check_push_target(stage: Stage, args: Sequence[Any]) -> None:
+    """Before any work: a push that is asked for needs somewhere to go (``hub_prefix``, or a model's ``hub_model_id``)."""
+    if stage.push is None or not any(getattr(a, "push_to_hub", False) for a in args[1:]):
+        return
+    if stage.name in MODEL_EXPORTS and any(getattr(a, "hub_model_id", None) for a in args[1:]):
+        return
+    from sweet_trl.hub import hub_repo_id
+
+    try:
+        hub_repo_id(args[0].hub_prefix, "<kind>")
+    except ValueError as err:
+        raise ConfigError(f"{stage.name}: {err}") from None
 
 
 def _push_if_asked(stage: Stage, args: Sequence[Any], stage_dir: Path, marker: dict[str, Any], print_) -> None:

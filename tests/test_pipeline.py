@@ -440,6 +440,14 @@ def test_push_without_a_hub_prefix_is_a_clear_error(tiny_run):
     args = pipeline._parse(pipeline.STAGES["collect"], pipeline.load_yaml(tiny_run["config"]), [])
     with pytest.raises(ValueError, match="hub_prefix"):
         pipeline.export_stage(tiny_run["run"] / "collect", tiny_run["markers"]["collect"], *args)
+    # Asked for on the command line, it fails before the stage does any work.
+    config = pipeline.load_yaml(tiny_run["config"])
+    config["run_dir"] = str(tiny_run["root"] / "other-run")
+    out = io.StringIO()
+    with pytest.raises(pipeline.ConfigError, match="hub_prefix"):
+        run_stage(pipeline.STAGES["collect"], pipeline._parse(pipeline.STAGES["collect"], config, ["--push_to_hub"]),
+                  stream=out)
+    assert "running" not in out.getvalue() and not (tiny_run["root"] / "other-run").exists()
 
 
 def test_answer_forcing_starts_the_last_turn_with_the_marker():
