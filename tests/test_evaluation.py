@@ -9,6 +9,7 @@ import pytest
 from colbench_gym.tasks import load_builtin
 from sweet_trl.evaluation import evaluate, evaluate_records, summarize
 from sweet_trl.generation import Generation, SamplingParams
+from sweet_trl.trajectories import task_id_of
 
 TEST_TASKS = load_builtin("test")
 
@@ -82,12 +83,63 @@ def test_infrastructure_failures_count_as_zero_and_are_replayed(tmp_path):
     assert second.metrics["tests_passed"] == 100.0
 
 
-def frontend_record(task_id: str, seed: int, similarity: float | None, outcome: str = "answered") -> dict:
-    return {"task": {"task_id": task_id, "problem_description": "p", "ground_truth": "<html></html>"},
-            "dialogue_history": [], "answer": "<html></html>", "reward": similarity, "similarity": similarity,
-            "similarity_metric": "clip", "episode_id": f"{task_id}/{seed}", "task_id": task_id, "seed": seed,
-            "env_id": "ColBench-Frontend-v0", "success": False, "outcome": outcome, "turns": 3,
-            "simulator_errors": []}
+def named(backend: OracleBackend, name: str) -> OracleBackend:
+    backend.name = name
+    return backend
+
+
+def test_output_dir_of_another_evaluation_is_refused_not_reused(tmp_path):
+    rows = [t.to_row() for t in TEST_TASKS[:3]]
+    everything = {t.task_id for t in TEST_TASKS}
+    common = {"tasks": rows, "output_dir": tmp_path, "progress": False, "verbose": False}
+    first = evaluate(OracleBackend(set()), **common)
+    assert first.metrics["tests_passed"] < 100.0
+    settings = json.loads((tmp_path / "settings.json").read_text())
+    assert settings["policy"] == "oracle" and settings["sampling"]["temperature"] == 0.0
+    assert settings["env_kwargs"] == {"privileged": False}
+    on_disk = {name: (tmp_path / name).read_text() for name in ("trajectories.jsonl", "metrics.json", "settings.json")}
+
+    other = named(OracleBackend(everything), "other")
+    with pytest.raises(ValueError, match=r"policy: 'oracle' on disk, 'other' now.*another output_dir.*overwrite=True"):
+        evaluate(other, **common)
+    with pytest.raises(ValueError, match=r"sampling: .*'temperature': 0\.0.* on disk, .*'temperature': 0\.7.* now"):
+        evaluate(OracleBackend(everything), sampling=SamplingParams(temperature=0.7), **common)
+    with pytest.raises(ValueError, match=r"env_kwargs: .*max_turns"):
+        evaluate(OracleBackend(everything), env_kwargs={"max_turns": 2}, **common)
+    assert other.histories == 0
+    assert {name: (tmp_path / name).read_text() for name in on_disk} == on_disk  # nothing was touched
+
+    # A run without settings.json (written before it existed, or by collect()): its records name the policy.
+    (tmp_path / "settings.json").unlink()
+    with pytest.raises(ValueError, match=r"policy: records of 'oracle' on disk, 'other' now"):
+        evaluate(other, **common)
+
+    # The same evaluation, interrupted in the middle of writing its last episode, is completed.
+    trajectories = tmp_path / "trajectories.jsonl"
+    data = trajectories.read_bytes()
+    trajectories.write_bytes(data[: data.rstrip(b"\n").rfind(b"\n") + 40])
+    same = OracleBackend(set())
+    resumed = evaluate(same, **common)
+    assert same.histories == 1 and resumed.metrics["episodes"] == 3
+    assert resumed.metrics["tests_passed"] == first.metrics["tests_passed"]
+
+    replaced = evaluate(other, overwrite=True, **common)
+    assert other.histories == 3 and replaced.metrics["policy"] == "other"
+    assert replaced.metrics["tests_passed"] == 100.0 and {r["policy"] for r in replaced.records} == {"other"}
+    assert len(trajectories.read_text().splitlines()) == 3
+    assert json.loads((tmp_path / "metrics.json").read_text())["policy"] == "other"
+    assert json.loads((tmp_path / "settings.json").read_text())["policy"] == "other"
+
+
+def frontend_record(task_id: str, seed: int, similarity: float | None, outcome: str = "answered",
+                    metric: str | None = "clip", env_id: str = "ColBench-Frontend-v0") -> dict:
+    record = {"task": {"task_id": task_id, "problem_description": "p", "ground_truth": "<html></html>"},
+              "dialogue_history": [], "answer": "<html></html>", "reward": similarity, "similarity": similarity,
+              "similarity_metric": metric, "episode_id": f"{task_id}/{seed}", "task_id": task_id, "seed": seed,
+              "env_id": env_id, "success": False, "outcome": outcome, "turns": 3, "simulator_errors": []}
+    if metric is None:
+        del record["similarity_metric"]
+    return record
 
 
 def test_frontend_similarity_and_win_rate_with_half_ties(tmp_path):
@@ -114,6 +166,33 @@ def test_frontend_similarity_and_win_rate_with_half_ties(tmp_path):
     same = evaluate_records(ours, reference={"a": 0.7, "b": 0.6, "c": 0.6, "d": 0.1})
     assert same.metrics["win_rate"] == m["win_rate"]
     assert evaluate_records(ours, reference=result).metrics["win_rate"] == 0.5  # against itself: all ties
+
+
+def test_win_rate_refuses_another_metric_or_environment(tmp_path):
+    ours = [frontend_record("a", 0, 0.8), frontend_record("b", 0, 0.4)]
+    ssim = [frontend_record("a", 0, 0.3, metric="ssim"), frontend_record("b", 0, 0.9, metric="ssim")]
+    with pytest.raises(ValueError, match="reference run is scored with ssim similarity but these records with clip"):
+        evaluate_records(ours, reference=ssim)
+    path = tmp_path / "ssim.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ssim))
+    with pytest.raises(ValueError, match="same similarity metric"):
+        evaluate_records(ours, reference=path)
+    backend_run = [{**frontend_record("a", 0, 0.5, metric=None, env_id="ColBench-Backend-v0"), "similarity": None}]
+    with pytest.raises(ValueError, match=r"played in \['ColBench-Backend-v0'\].*same environment"):
+        evaluate_records(ours, reference=backend_run)
+    with pytest.raises(ValueError, match="same environment"):
+        evaluate_records([{**r, "env_id": "ColBench-Backend-v0"} for r in ssim], reference=ours)
+    with pytest.raises(ValueError, match=r"mix similarity metrics \['clip', 'ssim'\]"):
+        evaluate_records(ours + [frontend_record("c", 0, 0.5, metric="ssim")])
+
+    # References that do not name their metric (the original ColBench runs) are still compared.
+    unnamed = [frontend_record("a", 0, 0.6, metric=None), frontend_record("b", 0, 0.6, metric=None)]
+    assert evaluate_records(ours, reference=unnamed).metrics["win_rate"] == 0.5
+    original_row = {"task": {"problem_description": "p", "ground_truth": "<html></html>"},
+                    "dialogue_history": [{"role": "user", "content": "a page"}], "reward": 0.5}
+    task_id = task_id_of(original_row["task"])  # the id the frontend environment gives that task row
+    result = evaluate_records([frontend_record(task_id, 0, 0.7)], reference=[original_row])
+    assert result.metrics["win_rate"] == 1.0 and result.rows[0]["reference"] == 0.5
 
 
 def test_evaluate_records_rejects_nothing():
