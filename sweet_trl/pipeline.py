@@ -426,6 +426,9 @@ def resolve_model(name: str) -> str:
         from sweet_trl.generation import embedded_model_path
 
         return str(embedded_model_path())
+    looks_local = name.startswith(("/", ".", "~")) or name.count("/") > 1  # a Hub id is "org/name"
+    if looks_local and not Path(name).expanduser().exists():
+        raise StageError(f"no model at {name}: a local path that does not exist (a Hub id looks like 'org/name')")
     return name
 
 

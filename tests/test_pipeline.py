@@ -450,6 +450,13 @@ def test_push_without_a_hub_prefix_is_a_clear_error(tiny_run):
     assert "running" not in out.getvalue() and not (tiny_run["root"] / "other-run").exists()
 
 
+@pytest.mark.parametrize("name", ["/nonexistent/model", "./runs/none", "runs/sweet/train_policy/model"])
+def test_a_missing_local_model_is_named_before_loading(name):
+    with pytest.raises(StageError, match="no model at"):
+        pipeline.resolve_model(name)
+    assert pipeline.resolve_model("org/some-model") == "org/some-model"  # a Hub id is left to the Hub
+
+
 def test_answer_forcing_starts_the_last_turn_with_the_marker():
     from helpers_tiny_models import tiny_causal_lm, tiny_tokenizer
 
