@@ -18,23 +18,27 @@ Usage::
 
     pairs, stats = build_critic_pairs(load_trajectories("runs/rollouts.jsonl"), **PAIR_RULE_PRESETS["backend"])
     dataset = critic_pair_dataset("runs/rollouts.jsonl", preset="backend")      # a datasets.Dataset
+
+Trajectories are read as :func:`sweet_trl.trajectories.read_trajectories` reads them: the latest record of an
+episode wins (an episode re-run by the collector's ``retry_errors``), a partial last line is skipped, and original
+ColBench rows get their ids. Episodes whose policy backend, environment, grader or renderer failed
+(:func:`infra_drop_reason`) say nothing about the agent and are dropped.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import logging
 import math
+import os
 import random
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from sweet_trl.tokenization import conversation_messages
+from sweet_trl.trajectories import dedupe_latest, has_infra_error, is_infra_failure, read_trajectories, task_id_of
 
 logger = logging.getLogger(__name__)
 
@@ -62,42 +66,37 @@ class PairStats:
 
 
 def load_trajectories(source: Any) -> list[dict[str, Any]]:
-    """Trajectory records from a list of dicts, a ``datasets.Dataset``, a JSONL file or a folder of JSONL files."""
-    if isinstance(source, (str, Path)):
-        path = Path(source)
-        files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
-        if not files or not all(f.exists() for f in files):
-            raise FileNotFoundError(f"no trajectory JSONL file at {path}")
-        records = []
-        for file in files:
-            with file.open(encoding="utf-8") as handle:
-                for line_number, line in enumerate(handle, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        records.append(json.loads(line))
-                    except json.JSONDecodeError as err:
-                        raise ValueError(f"{file}:{line_number}: not a JSON object: {err}") from err
-        return records
-    if hasattr(source, "to_list"):  # datasets.Dataset
-        return source.to_list()
-    records = list(source)
-    for index, record in enumerate(records):
-        if not isinstance(record, Mapping):
-            raise TypeError(f"trajectory {index} is a {type(record).__name__}, expected a dict")
-    return records
+    """Trajectory records, normalized by :func:`sweet_trl.trajectories.read_trajectories`, from a JSONL file, a
+    JSON list file, a folder of JSONL files, a ``datasets.save_to_disk`` folder, a ``datasets.Dataset`` or an
+    iterable of dicts.
+
+    One record per ``episode_id`` (the one written last, so a re-graded episode replaces its failed grading); a
+    partial last line of a file (an interrupted writer) is skipped; original ColBench rows get ``task_id``,
+    ``episode_id`` (``<task_id>/<repeat index>``) and ``success`` (``reward >= 1``).
+    """
+    if not isinstance(source, (str, os.PathLike)) and not hasattr(source, "to_list"):
+        source = list(source)
+        for index, record in enumerate(source):
+            if not isinstance(record, Mapping):
+                raise TypeError(f"trajectory {index} is a {type(record).__name__}, expected a dict")
+    records = read_trajectories(source, dedupe=False)
+    latest = dedupe_latest(records)
+    if len(latest) < len(records):
+        logger.info("trajectories: %d earlier records of re-run episodes replaced by their latest",
+                    len(records) - len(latest))
+    return latest
 
 
 def trajectory_task_id(record: Mapping[str, Any]) -> str:
-    """The task a trajectory belongs to: ``task_id``, else ``task["task_id"]``, else a hash of the task's content."""
+    """The task a trajectory belongs to: ``task_id``, else ``task["task_id"]``, else the id the environments derive
+    from the task's content (:func:`sweet_trl.trajectories.task_id_of`, as :func:`load_trajectories` fills it)."""
     task = record.get("task") or {}
     task_id = record.get("task_id") or task.get("task_id")
     if task_id:
         return str(task_id)
-    content = "\x1f".join(str(task.get(k, "")) for k in ("problem_description", "ground_truth"))
-    if not content.strip("\x1f"):
+    if not any(str(task.get(k) or "").strip() for k in ("problem_description", "ground_truth")):
         raise ValueError("trajectory has neither a task_id nor a task with problem_description/ground_truth")
-    return "task-" + hashlib.sha256(content.encode("utf-8")).hexdigest()[:12]
+    return task_id_of(task)
 
 
 def trajectory_privileged(record: Mapping[str, Any], key: str = "ground_truth") -> str | None:
@@ -114,8 +113,13 @@ def trajectory_reward(record: Mapping[str, Any]) -> float | None:
 
 
 def trajectory_succeeded(record: Mapping[str, Any], success_reward: float = 1.0) -> bool:
-    """``success`` when the record has it (ours), else ``reward >= success_reward`` (original ColBench rollouts)."""
-    if isinstance(record.get("success"), bool):
+    """``success`` when the record has it (ours), else ``reward >= success_reward`` (original ColBench rollouts).
+
+    :func:`sweet_trl.trajectories.read_trajectories` gives original ColBench rows (``source_format == "colbench"``)
+    a ``success`` of ``reward >= 1``; for them a ``success_reward`` other than 1 decides from the reward instead.
+    """
+    derived = record.get("source_format") == "colbench" and success_reward != 1.0
+    if isinstance(record.get("success"), bool) and not derived:
         return record["success"]
     reward = trajectory_reward(record)
     return reward is not None and reward >= success_reward
@@ -132,7 +136,24 @@ def dialogue_drop_reason(record: Mapping[str, Any]) -> str | None:
     return None
 
 
+def infra_drop_reason(record: Mapping[str, Any]) -> str | None:
+    """Why a trajectory says nothing about the agent, exactly when :func:`sweet_trl.trajectories.has_infra_error`
+    holds: ``"infra_failure"`` (the policy backend or the environment stopped the episode),
+    ``"grader_infra_error"`` (the backend grader failed) or ``"render_infra_error"`` (the frontend renderer
+    failed); else ``None``."""
+    if not has_infra_error(record):
+        return None
+    if is_infra_failure(record):
+        return "infra_failure"
+    if record.get("infra_error") is True:
+        return "render_infra_error"
+    return "grader_infra_error"
+
+
 def _drop_reason(record: Mapping[str, Any], privileged_key: str) -> str | None:
+    reason = infra_drop_reason(record)
+    if reason is not None:
+        return reason
     if trajectory_reward(record) is None:
         return "no_reward"
     if trajectory_privileged(record, privileged_key) is None:
@@ -192,8 +213,9 @@ def build_critic_pairs(
         max_pairs_per_task: keep at most this many pairs per task (a seeded random subset).
         privileged_key: the task field that holds ``c``.
 
-    Trajectories without a reward, without ``c``, without any agent turn or with a malformed dialogue are dropped
-    and counted in ``stats.dropped`` (and logged). Two trajectories that share a task id but not ``c`` raise
+    Trajectories whose episode, grader or renderer failed (:func:`infra_drop_reason`), without a reward, without
+    ``c``, without any agent turn or with a malformed dialogue are dropped and counted in ``stats.dropped`` by
+    reason (and logged). Two trajectories that share a task id but not ``c`` raise
     ``ValueError``: pairing them would compare different tasks.
     """
     if rule not in ("best_vs_rest", "all_pairs"):

@@ -28,11 +28,14 @@ elsewhere (the command line has one subcommand per stage)::
 
 Failures are data: a candidate whose generation failed is left out and its error kept on the row
 (``generation_errors``); a state with fewer than two usable candidates gives no pair and is counted. Sampling and
-ranking append finished batches to ``<output_dir>.partial.jsonl`` and resume from it after an interruption.
+ranking append finished batches to ``<output_dir>.partial.jsonl`` and resume from it after an interruption; the
+file's first line records what produced the rows (the stage's settings and the backend's or critic's name), and a
+call that differs discards them with a warning instead of mixing them in.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -45,9 +48,15 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from colbench_gym._optional import require
-from sweet_trl.pairs import dialogue_drop_reason, trajectory_privileged, trajectory_reward, trajectory_task_id
+from sweet_trl.pairs import (
+    dialogue_drop_reason,
+    infra_drop_reason,
+    trajectory_privileged,
+    trajectory_reward,
+    trajectory_task_id,
+)
 from sweet_trl.tokenization import conversation_messages
-from sweet_trl.trajectories import guess_env_id, is_infra_failure, read_trajectories
+from sweet_trl.trajectories import guess_env_id, read_trajectories, repair_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -207,15 +216,6 @@ def policy_conversation(record: Mapping[str, Any], env_id: str | None = None, ma
     return [{"role": "system", "content": env_instructions(record_env_id(record, env_id), max_turns)}, *dialogue]
 
 
-def infra_drop_reason(record: Mapping[str, Any]) -> str | None:
-    """Why a trajectory says nothing about the agent (a failed policy backend, environment or grader), if so."""
-    if is_infra_failure(record):
-        return "infra_failure"
-    if (record.get("grader") or {}).get("infra_error"):
-        return "grader_infra_error"
-    return None
-
-
 def _state_drop_reason(record: Mapping[str, Any], privileged_key: str) -> str | None:
     if trajectory_privileged(record, privileged_key) is None:
         return "no_privileged"
@@ -295,7 +295,9 @@ def sample_candidates(states: Any, backend: Any, config: TurnPairsConfig | None 
     :class:`sweet_trl.generation.GenerationBackend`), each with the policy's mean token log-probability.
 
     Adds ``candidates`` (texts), ``policy_mean_logprobs``, ``candidate_num_tokens`` and ``generation_errors``.
-    Failed or empty samples are left out of ``candidates`` and their errors kept.
+    Failed or empty samples are left out of ``candidates`` and their errors kept. An interrupted call resumes from
+    ``<output_dir>.partial.jsonl`` only with the same backend ``name``, ``num_candidates``, ``temperature``,
+    ``top_p``, ``max_new_tokens`` and ``seed``.
     """
     from sweet_trl.generation.base import SamplingParams, derive_seed
 
@@ -325,8 +327,11 @@ def sample_candidates(states: Any, backend: Any, config: TurnPairsConfig | None 
                          "candidate_num_tokens": lengths, "generation_errors": errors})
         return rows
 
+    work = {"stage": "sample_candidates", "backend": _work_name(backend), "num_candidates": config.num_candidates,
+            "temperature": config.temperature, "top_p": config.top_p, "max_new_tokens": config.max_new_tokens,
+            "seed": config.seed}
     rows, stats = _resumable_map(_read_rows(states), sample, config.generation_batch_size, output_dir,
-                                 "state_id")
+                                 "state_id", work)
     for row in rows:
         if row["generation_errors"]:
             stats.dropped["candidate_failed"] += len(row["generation_errors"])
@@ -353,11 +358,13 @@ class CandidateScorer(Protocol):
 
 def as_candidate_scorer(critic: Any) -> CandidateScorer:
     """A :class:`CandidateScorer` from a :class:`~sweet_trl.critic.SweetCritic` (or any object with its
-    ``score_candidates(history, candidates, privileged, return_details=True)``), or a scorer itself."""
+    ``score_candidates(history, candidates, privileged, return_details=True)``; the scorer's ``name`` is the
+    critic's, see :func:`rank_candidates`), or a scorer itself."""
     if hasattr(critic, "score_candidates"):
         def scorer(dialogue: list[dict[str, str]], candidates: list[str], privileged: str):
             details = critic.score_candidates(dialogue, candidates, privileged, return_details=True)
             return list(zip(details.critic_mean_logps, details.ref_mean_logps))
+        scorer.name = _work_name(critic)  # what a resumed ranking checks it is ranking with
         return scorer
     if callable(critic):
         return critic
@@ -390,7 +397,7 @@ def ranking_scores(critic_mean_logprobs: Sequence[float], policy_mean_logprobs: 
 
 
 def rank_candidates(candidates: Any, critic: Any, config: TurnPairsConfig | None = None,
-                    output_dir: str | Path | None = None):
+                    output_dir: str | Path | None = None, critic_name: str | None = None):
     """Stage 3. Score every candidate with the critic (given the state's ``privileged``) and rank.
 
     ``critic``: a :class:`sweet_trl.critic.SweetCritic`, or a :class:`CandidateScorer` callable
@@ -398,6 +405,11 @@ def rank_candidates(candidates: Any, critic: Any, config: TurnPairsConfig | None
     ``critic_mean_logprobs``, ``reference_mean_logprobs``, ``advantages`` (critic minus reference; ``None``
     without a reference) and ``ranking_scores``. A state whose scoring fails keeps its error in
     ``ranking_error`` and gives no pair.
+
+    An interrupted call resumes from ``<output_dir>.partial.jsonl`` only with the same ``ranking`` and critic:
+    ``critic_name``, else the critic's ``name``, its model's ``name_or_path``, or a function's qualified name.
+    Name the critic (``critic_name``, or a ``name`` attribute on a scorer function) when a scorer function wraps
+    it, or another critic behind the same function would resume from this one's scores.
     """
     config = config or TurnPairsConfig()
     scorer = as_candidate_scorer(critic)
@@ -430,7 +442,9 @@ def rank_candidates(candidates: Any, critic: Any, config: TurnPairsConfig | None
             rows.append(out)
         return rows
 
-    rows, stats = _resumable_map(_read_rows(candidates), score, config.scoring_batch_size, output_dir, "state_id")
+    work = {"stage": "rank_candidates", "critic": critic_name or _work_name(critic), "ranking": config.ranking}
+    rows, stats = _resumable_map(_read_rows(candidates), score, config.scoring_batch_size, output_dir, "state_id",
+                                 work)
     for row in rows:
         if row["ranking_error"]:
             stats.dropped["state_ranking_failed"] += 1
@@ -534,35 +548,104 @@ def _partial_path(output_dir: str | Path) -> Path:
     return output_dir.with_name(output_dir.name + ".partial.jsonl")
 
 
+def _work_name(obj: Any) -> str:
+    """What names a backend or critic in a resume header: its ``name``, else its model's ``name_or_path``, else
+    (a scorer function) its qualified name, else its type."""
+    name = getattr(obj, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    path = getattr(getattr(obj, "model", None), "name_or_path", None)
+    if isinstance(path, str) and path:
+        return path
+    if callable(obj) and hasattr(obj, "__qualname__"):
+        return f"{obj.__module__}.{obj.__qualname__}"
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+_PARTIAL_FORMAT = 1
+
+
+def _input_digest(row: Mapping[str, Any]) -> str:
+    text = json.dumps(row, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _json_object(line: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:  # a line cut short by an interruption: its batch is redone
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _read_partial(partial: Path, work: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """``key -> (input digest, row)`` saved by an earlier call of the same ``work``; another work's file is removed."""
+    repair_jsonl(partial)
+    lines = partial.read_text(encoding="utf-8").splitlines()
+    header = _json_object(lines[0]) if lines else None
+    if header is None or header.get("format") != _PARTIAL_FORMAT or header.get("resume_of") != work:
+        found = header.get("resume_of") if header is not None else None
+        if isinstance(found, dict):
+            differences = ", ".join(f"{k}: {found.get(k)!r} -> {work.get(k)!r}"
+                                    for k in sorted(set(found) | set(work)) if found.get(k) != work.get(k))
+            why = f"it was written by another call ({differences or 'another file format'})"
+        else:
+            why = "it does not say which call wrote it"
+        logger.warning("discarding %s (%d saved rows): %s", partial, max(len(lines) - 1, 0), why)
+        partial.unlink()
+        return {}
+    saved = {}
+    for line in lines[1:]:
+        entry = _json_object(line)
+        if entry is not None and isinstance(entry.get("row"), dict) and isinstance(entry.get("key"), str):
+            saved[entry["key"]] = (str(entry.get("input")), entry["row"])
+    return saved
+
+
 def _resumable_map(rows: list[dict[str, Any]], fn: Callable[[list[dict]], list[dict]], batch_size: int,
-                   output_dir: str | Path | None, key: str) -> tuple[list[dict[str, Any]], StageStats]:
+                   output_dir: str | Path | None, key: str, work: Mapping[str, Any]
+                   ) -> tuple[list[dict[str, Any]], StageStats]:
     """Apply ``fn`` batch by batch; with ``output_dir``, append each finished batch to a partial JSONL file and
-    skip the rows it already holds, so an interrupted stage resumes where it stopped."""
+    skip the rows it already holds, so an interrupted stage resumes where it stopped.
+
+    ``work`` says what produces the rows (the stage, the settings that change its results, the backend or critic
+    name); it is the file's first line. A partial file written for other work, or without that line, is
+    discarded with a warning, and a saved row is reused only when its input row is unchanged (each saved row
+    keeps a digest of its input): resuming never mixes rows of two different calls.
+    """
     stats = StageStats(rows_in=len(rows))
-    keys = [row[key] for row in rows]
+    keys = [str(row[key]) for row in rows]
     if len(set(keys)) != len(keys):
         raise ValueError(f"the input has duplicate {key!r} values; each row must be unique")
+    work = json.loads(json.dumps(dict(work)))  # compared with what a header reads back as
+    digests = {k: _input_digest(row) for k, row in zip(keys, rows)}
     done: dict[str, dict[str, Any]] = {}
     partial = _partial_path(output_dir) if output_dir is not None else None
     if partial is not None and partial.exists():
-        with partial.open(encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:  # a batch cut short by the interruption: redo it
-                    continue
-                done[row[key]] = row
-        logger.info("resuming from %s: %d of %d rows done", partial, len(done), len(rows))
-    todo = [row for row in rows if row[key] not in done]
+        saved = _read_partial(partial, work)
+        done = {k: row for k, (digest, row) in saved.items() if digests.get(k) == digest}
+        changed = sum(1 for k, (digest, _) in saved.items() if k in digests and digests[k] != digest)
+        if changed:
+            logger.warning("%s: %d saved rows were made from other input rows; redoing them", partial, changed)
+        if saved:
+            logger.info("resuming from %s: %d of %d rows done", partial, len(done), len(rows))
+    todo = [(k, row) for k, row in zip(keys, rows) if k not in done]
     for start in range(0, len(todo), batch_size):
-        results = fn(todo[start:start + batch_size])
-        for row in results:
-            done[row[key]] = row
+        batch = todo[start:start + batch_size]
+        results = fn([row for _, row in batch])
+        if len(results) != len(batch):
+            raise RuntimeError(f"a batch of {len(batch)} rows gave {len(results)} results")
+        for (k, _), result in zip(batch, results):
+            done[k] = result
         if partial is not None:
             partial.parent.mkdir(parents=True, exist_ok=True)
+            new_file = not partial.exists()
             with partial.open("a", encoding="utf-8") as handle:
-                for row in results:
-                    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+                if new_file:
+                    handle.write(json.dumps({"format": _PARTIAL_FORMAT, "resume_of": work}) + "\n")
+                for (k, _), result in zip(batch, results):
+                    line = {"key": k, "input": digests[k], "row": result}
+                    handle.write(json.dumps(line, ensure_ascii=False) + "\n")
     out = [done[k] for k in keys]
     stats.rows_out = len(out)
     return out, stats

@@ -41,7 +41,7 @@ def test_backend_recipe_pairs_the_successful_best_with_every_lower_trajectory():
             record("b", 0.8), record("b", 0.2)]  # best did not pass every test: no pair
     pairs, stats = build_critic_pairs(rows, **PAIR_RULE_PRESETS["backend"])
     assert rewards_of(pairs) == [(1.0, 0.0), (1.0, 0.5)]  # the tied success is not paired
-    assert {p["chosen_episode_id"] for p in pairs} == {"a#1"}
+    assert {p["chosen_episode_id"] for p in pairs} == {"a/1"}  # <task id>/<repeat index> without an episode id
     assert (stats.tasks, stats.tasks_with_pairs, stats.pairs, stats.trajectories) == (2, 1, 2, 6)
     # without the success requirement, task b gets its pair
     pairs, _ = build_critic_pairs(rows, rule="best_vs_rest", require_success=False)
@@ -128,18 +128,24 @@ def test_readers_take_lists_jsonl_files_folders_and_datasets(tmp_path):
     rows = [record("a", 1.0), record("a", 0.0)]
     path = tmp_path / "rollouts.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
-    assert load_trajectories(path) == rows
+    loaded = load_trajectories(path)
+    assert [{k: r[k] for k in rows[0]} for r in loaded] == rows  # every field kept, ids filled in
+    assert [r["episode_id"] for r in loaded] == ["a/0", "a/1"] and [r["success"] for r in loaded] == [True, False]
+    assert load_trajectories(iter(rows)) == load_trajectories(rows) == loaded
     (tmp_path / "more.jsonl").write_text(json.dumps(record("b", 1.0)) + "\n")
     assert len(load_trajectories(tmp_path)) == 3
     datasets = pytest.importorskip("datasets")
     dataset = critic_pair_dataset(path, preset="backend")
     assert isinstance(dataset, datasets.Dataset) and len(dataset) == 1
     assert dataset[0]["chosen"][1] == {"role": "assistant", "content": "Which unit?"}
-    assert len(load_trajectories(dataset)) == 1
+    from_dataset = load_trajectories(datasets.Dataset.from_list(rows))
+    assert [(r["episode_id"], r["reward"]) for r in from_dataset] == [(r["episode_id"], r["reward"]) for r in loaded]
+    with pytest.raises(ValueError, match="not a trajectory record"):  # e.g. the pairs themselves
+        load_trajectories(dataset)
     bad = tmp_path / "bad" / "x.jsonl"
     bad.parent.mkdir()
-    bad.write_text(json.dumps(rows[0]) + "\n{not json\n")
-    with pytest.raises(ValueError, match="x.jsonl:2"):
+    bad.write_text(json.dumps(rows[0]) + "\n{not json\n" + json.dumps(rows[1]) + "\n")
+    with pytest.raises(ValueError, match="x.jsonl:2"):  # a broken line before the last is an error
         load_trajectories(bad)
     with pytest.raises(FileNotFoundError):
         load_trajectories(tmp_path / "missing.jsonl")
@@ -159,3 +165,63 @@ def test_real_colbench_rows_make_pairs(colbench_data):
     pairs, stats = build_critic_pairs(trajectories, **PAIR_RULE_PRESETS["backend"])
     assert stats.tasks == 3 and stats.pairs == 1
     assert pairs[0]["privileged"] == rows[0]["ground_truth"] and pairs[0]["rejected_reward"] == 0.25
+
+
+def test_json_lists_and_saved_dataset_folders_are_read_too(tmp_path):
+    pytest.importorskip("datasets")
+    from sweet_trl.trajectories import save_dataset
+
+    rows = [record("a", 1.0, episode="a/0"), record("a", 0.0, episode="a/1")]
+    (tmp_path / "rollouts.json").write_text(json.dumps(rows))
+    save_dataset(rows, tmp_path / "saved")
+    for source in (tmp_path / "rollouts.json", tmp_path / "saved"):
+        pairs, stats = build_critic_pairs(source)
+        assert stats.trajectories == 2 and [(p["chosen_episode_id"], p["rejected_episode_id"]) for p in pairs] == [
+            ("a/0", "a/1")]
+
+
+def test_a_regraded_episode_replaces_its_failed_grading(tmp_path):
+    # The collector's retry_errors appends the re-graded copy of an episode whose grader failed.
+    failed = record("a", 0.0, success=False, episode="a/0", grader={"infra_error": True})
+    other = record("a", 0.0, success=False, episode="a/1", agent="Bad", grader={"infra_error": False})
+    regraded = record("a", 1.0, success=True, episode="a/0", agent="Good", grader={"infra_error": False})
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in (failed, other, regraded)))
+    for source in (path, [failed, other, regraded]):
+        pairs, stats = build_critic_pairs(source, **PAIR_RULE_PRESETS["backend"])
+        assert [(p["chosen_episode_id"], p["rejected_episode_id"]) for p in pairs] == [("a/0", "a/1")]
+        assert pairs[0]["chosen"][1]["content"] == "Good" and pairs[0]["rejected"][1]["content"] == "Bad"
+        assert stats.trajectories == 2 and not stats.dropped
+    assert [r["episode_id"] for r in load_trajectories(path)] == ["a/0", "a/1"]
+
+
+def test_episodes_whose_infrastructure_failed_are_dropped_and_counted():
+    from sweet_trl.pairs import infra_drop_reason
+    from sweet_trl.trajectories import has_infra_error
+
+    grader_failed = record("a", 0.0, success=False, grader={"infra_error": True})  # never re-graded
+    render_failed = record("a", 0.0, infra_error=True)        # frontend: the renderer failed, similarity 0
+    env_failed = record("a", None, outcome="env_error")        # the episode could not be played to its end
+    rows = [record("a", 1.0), record("a", 0.5), grader_failed, render_failed, env_failed]
+    pairs, stats = build_critic_pairs(rows, **PAIR_RULE_PRESETS["frontend"])
+    assert rewards_of(pairs) == [(1.0, 0.5)]  # the failed ones would have been rejected trajectories
+    assert stats.dropped == {"grader_infra_error": 1, "render_infra_error": 1, "infra_failure": 1}
+    for row in rows:
+        assert (infra_drop_reason(row) is not None) == has_infra_error(row)
+
+
+def test_a_partial_last_line_is_skipped(tmp_path, caplog):
+    rows = [record("a", 1.0), record("a", 0.0)]
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + json.dumps(record("a", 0.5))[:40])
+    with caplog.at_level(logging.WARNING):
+        pairs, stats = build_critic_pairs(path)
+    assert stats.trajectories == 2 and rewards_of(pairs) == [(1.0, 0.0)]
+    assert "partial last record" in caplog.text
+
+
+def test_success_reward_decides_for_original_colbench_rows():
+    rows = [record("a", 0.9), record("a", 0.2)]  # no success flag: read_trajectories derives reward >= 1
+    assert build_critic_pairs(rows, **PAIR_RULE_PRESETS["backend"])[0] == []
+    pairs, _ = build_critic_pairs(rows, **PAIR_RULE_PRESETS["backend"], success_reward=0.8)
+    assert rewards_of(pairs) == [(0.9, 0.2)]

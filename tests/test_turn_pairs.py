@@ -77,13 +77,34 @@ def test_turn_states_leave_out_unusable_trajectories_and_read_original_colbench_
     infra = collaborative_trajectories(1, task_prefix="infra")[0]
     infra.update(outcome="env_error", reward=None)
     grader = collaborative_trajectories(1, task_prefix="grader")[0]
-    grader["grader"] = {"infra_error": "worker pool died"}
-    states = select_turn_states(original + [no_privileged, infra, grader], TurnPairsConfig(state_fraction=1.0))
+    grader["grader"] = {"infra_error": True, "status_counts": {"infra_error": 3}}
+    render = collaborative_trajectories(1, task_prefix="render")[0]
+    render.update(infra_error=True, reward=0.0, render_status="infra_error")  # a frontend renderer failure
+    states = select_turn_states(original + [no_privileged, infra, grader, render],
+                                TurnPairsConfig(state_fraction=1.0))
     assert len(states) == 2 * 2
     assert set(states["env_id"]) == {BACKEND}
     assert all(s["prompt"][0]["content"] == env_instructions(BACKEND) for s in states)
     with pytest.raises(ValueError, match="no turn state"):
-        select_turn_states([infra, grader], TurnPairsConfig(state_fraction=1.0))
+        select_turn_states([infra, grader, render], TurnPairsConfig(state_fraction=1.0))
+
+
+def test_infra_drop_reason_agrees_with_has_infra_error():
+    from sweet_trl.trajectories import has_infra_error
+    from sweet_trl.turn_pairs import infra_drop_reason
+
+    cases = [
+        ({"infra_error": True, "reward": 0.0}, "render_infra_error"),
+        ({"infra_error": False, "reward": 0.0}, None),
+        ({"grader": {"infra_error": True}, "reward": 0.0}, "grader_infra_error"),
+        ({"grader": {"infra_error": False}, "reward": 1.0}, None),
+        ({"outcome": "policy_error", "reward": None}, "infra_failure"),
+        ({"outcome": "env_error", "reward": None, "infra_error": True}, "infra_failure"),
+        ({"outcome": "answered", "reward": 1.0, "grader": "not a mapping"}, None),
+    ]
+    for record, reason in cases:
+        assert infra_drop_reason(record) == reason
+        assert (reason is not None) == has_infra_error(record)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -222,7 +243,7 @@ def test_sampling_keeps_good_candidates_records_failures_and_resumes(tmp_path):
     with pytest.raises(RuntimeError, match="went away"):
         sample_candidates(states, ScriptedBackend(fail_after_calls=2), config, output_dir=output)
     partial = tmp_path / "candidates.partial.jsonl"
-    assert len(partial.read_text().splitlines()) == 8  # two finished batches were kept
+    assert len(partial.read_text().splitlines()) == 1 + 8  # what made them, then two finished batches
 
     backend = ScriptedBackend()
     rows = sample_candidates(states, backend, config, output_dir=output)
@@ -235,6 +256,92 @@ def test_sampling_keeps_good_candidates_records_failures_and_resumes(tmp_path):
         assert row["policy_mean_logprobs"] == [-0.5, -3.5, -4.5]
         assert row["generation_errors"] == ["timeout", "empty candidate"]
         assert row["candidates"][0].startswith(row["prompt"][-1]["content"])
+
+
+class TaggedBackend(ScriptedBackend):
+    """A :class:`ScriptedBackend` under another name whose candidates say so."""
+
+    def __init__(self, name: str, fail_after_calls: int | None = None):
+        super().__init__(fail_after_calls)
+        self.name = name
+
+    def generate(self, histories, n=1, sampling=None, seeds=None):
+        out = super().generate(histories, n, sampling, seeds)
+        for samples in out:
+            for generation in samples:
+                if generation.text.strip():
+                    generation.text = f"{self.name}: {generation.text}"
+        return out
+
+
+def test_resuming_sampling_never_mixes_rows_of_another_call(tmp_path, caplog):
+    states = select_turn_states(collaborative_trajectories(3, per_task=1, num_agent_turns=2),
+                                TurnPairsConfig(state_fraction=1.0))
+    config = TurnPairsConfig(num_candidates=4, generation_batch_size=2)
+    output, partial = tmp_path / "candidates", tmp_path / "candidates.partial.jsonl"
+
+    def interrupted(backend_name: str, run_config: TurnPairsConfig) -> None:
+        with pytest.raises(RuntimeError, match="went away"):
+            sample_candidates(states, TaggedBackend(backend_name, fail_after_calls=2), run_config, output_dir=output)
+        assert len(partial.read_text().splitlines()) == 1 + 4
+
+    # another number of candidates and another backend: the saved rows are discarded, with a warning
+    interrupted("first", config)
+    other = TurnPairsConfig(num_candidates=8, generation_batch_size=2, temperature=0.3)
+    second = TaggedBackend("second")
+    with caplog.at_level("WARNING", logger="sweet_trl.turn_pairs"):
+        rows = sample_candidates(states, second, other, output_dir=output)
+    assert "discarding" in caplog.text and "num_candidates: 4 -> 8" in caplog.text and "'first' -> 'second'" in (
+        caplog.text)
+    assert sum(len(h) for h, *_ in second.calls) == len(states) == 6  # every state sampled again
+    assert {len(c) for c in rows["candidates"]} == {6} and not partial.exists()  # 8 samples, 2 of them fail
+    assert all(c.startswith("second: ") for row in rows["candidates"] for c in row)
+
+    # the same call resumes; a state whose input row changed is sampled again
+    interrupted("first", config)
+    changed = states.map(lambda s: {"prompt": s["prompt"][:-1] + [{"role": "user", "content": "Changed."}]}
+                         if s["state_id"] == states[0]["state_id"] else {})
+    again = TaggedBackend("first")
+    rows = sample_candidates(changed, again, config, output_dir=output)
+    assert [len(h) for h, *_ in again.calls] == [2, 1]  # the two states never sampled, then the changed one
+    assert rows[0]["candidates"][0] == "first: Changed. #0" and {len(c) for c in rows["candidates"]} == {2}
+
+    # a partial file that does not say what wrote it is not trusted
+    partial.write_text(json.dumps({**states[0], "candidates": ["stale"] * 2}) + "\n")
+    with caplog.at_level("WARNING", logger="sweet_trl.turn_pairs"):
+        rows = sample_candidates(states, TaggedBackend("first"), config, output_dir=output)
+    assert "does not say which call wrote it" in caplog.text and "stale" not in rows[0]["candidates"]
+
+
+def test_resuming_ranking_needs_the_same_critic_and_ranking(tmp_path, caplog):
+    rows = [{**candidate_rows()[0], "state_id": f"ep/turn{i}"} for i in range(3)]
+    output = tmp_path / "ranked"
+
+    def interrupting(calls, stop_after):
+        scorer = fake_critic(calls)
+
+        def score(dialogue, candidates, privileged):
+            if len(calls) >= stop_after:
+                raise KeyboardInterrupt
+            return scorer(dialogue, candidates, privileged)
+        return score
+
+    config = TurnPairsConfig(scoring_batch_size=1)
+    with pytest.raises(KeyboardInterrupt):
+        rank_candidates(rows, interrupting([], 2), config, output_dir=output, critic_name="critic-a")
+    calls = []
+    ranked = rank_candidates(rows, fake_critic(calls), config, output_dir=output, critic_name="critic-a")
+    assert len(calls) == 1 and len(ranked) == 3  # resumed: only the last state scored
+
+    with pytest.raises(KeyboardInterrupt):
+        rank_candidates(rows, interrupting([], 2), config, output_dir=output, critic_name="critic-a")
+    calls = []
+    advantage = TurnPairsConfig(scoring_batch_size=1, ranking="critic_advantage")
+    with caplog.at_level("WARNING", logger="sweet_trl.turn_pairs"):
+        ranked = rank_candidates(rows, fake_critic(calls), advantage, output_dir=output, critic_name="critic-b")
+    assert len(calls) == 3 and "critic: 'critic-a' -> 'critic-b'" in caplog.text
+    expected = [c - r for c, r in zip(CRITIC, REFERENCE)]
+    assert all(row["ranking_scores"] == pytest.approx(expected) for row in ranked)
 
 
 def test_a_states_sampling_seed_does_not_depend_on_its_batch():
