@@ -818,6 +818,7 @@ def _critic_scorer(critic: Any, ctx: StageContext, total: int) -> Callable:
             ctx.log(f"scored {done}/{total} turn states")
         return scores
 
+    score.name = getattr(scorer, "name", None)  # which critic: a resumed ranking must be the same one's
     return score
 
 
