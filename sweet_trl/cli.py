@@ -15,13 +15,24 @@
 Every stage takes the same YAML file (shared keys and a section per stage, see
 :mod:`sweet_trl.pipeline_config`) and command-line overrides. ``sweet-rl <command> --help`` lists a
 stage's options. Stages write under ``<run_dir>/<stage>/`` and skip themselves once complete.
+
+Errors the user can fix end in one line on stderr (``sweet-rl <command>: error: ...``, or ``configuration
+error: ...``) and an exit status: 1 when a stage cannot run (an input stage is not complete, a model or data it
+cannot use) or an upload failed; 2 for a wrong configuration or option, a missing file, a bad value, a model that
+cannot be loaded or a missing extra (``sweet-rl <stage> --push_to_hub`` without ``hub_prefix`` is refused before
+the stage runs); 130 when interrupted. ``SWEET_RL_DEBUG=1 sweet-rl ...`` shows the full traceback instead.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from collections.abc import Sequence
+from typing import Any
+
+from colbench_gym._optional import MissingExtraError
+from sweet_trl.pipeline_config import ConfigError
 
 USAGE = __doc__.split("\n\n")[1]
 
@@ -34,7 +45,7 @@ def _pop_config(argv: list[str]) -> tuple[str | None, list[str]]:
         if token == "--config":
             config = next(iterator, None)
             if config is None:
-                raise SystemExit("sweet-rl: --config needs a path")
+                raise ConfigError("--config needs a path")
         elif token.startswith("--config="):
             config = token.split("=", 1)[1]
         else:
@@ -46,6 +57,39 @@ def _print_usage(file=None) -> None:
     file = file or sys.stdout
     print("usage: sweet-rl <command> [--config run.yaml] [--option value ...]\n", file=file)
     print(USAGE, file=file)
+
+
+def _debug() -> bool:
+    return os.environ.get("SWEET_RL_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _fail(command: str, message: str, status: int) -> int:
+    """Print one line on stderr (the message's own line breaks folded) and return the exit status."""
+    text = " ".join(line.strip() for line in str(message).splitlines() if line.strip())
+    print(f"sweet-rl {command}: {text}", file=sys.stderr)
+    return status
+
+
+def check_push_target(stage: Any, args: Sequence[Any]) -> None:
+    """Refuse ``--push_to_hub`` without a destination before the stage runs (the push comes after it).
+
+    ``args`` are the stage's parsed dataclasses, ``RunArguments`` first. Datasets go to ``<hub_prefix>-<kind>``;
+    a trained model goes to its trainer configuration's ``hub_model_id`` if set, else ``<hub_prefix>-<role>``.
+    """
+    from sweet_trl import hub
+
+    asking = [a for a in args[1:] if getattr(a, "push_to_hub", False)]
+    if stage.push is None or not asking or any(getattr(a, "hub_model_id", None) for a in asking):
+        return
+    prefix = args[0].hub_prefix
+    try:
+        hub.hub_repo_id(prefix, stage.name)
+    except ValueError as err:
+        model = any(hasattr(a, "hub_model_id") for a in asking)
+        raise ConfigError(
+            f"{stage.name}: --push_to_hub needs --hub_prefix as '<user or org>/<name>' (got {prefix!r}): the "
+            f"repositories are named '<hub_prefix>-<kind>'" + (", or set --hub_model_id" if model else "")
+        ) from err
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -84,16 +128,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"sweet-rl: unknown command {command!r}\n", file=sys.stderr)
                 _print_usage(sys.stderr)
                 return 2
-            pipeline.run_stage_from_config(stage_name, config_path, rest, prog=f"sweet-rl {command}")
-    except pipeline.StageError as err:
-        print(f"sweet-rl {command}: {err}", file=sys.stderr)
-        return 1
-    except pipeline.ConfigError as err:
-        print(f"sweet-rl {command}: configuration error: {err}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as err:
-        print(f"sweet-rl {command}: {err}", file=sys.stderr)
-        return 2
+            prog = f"sweet-rl {command}"
+            # Parsed here once before the run, so that what can only fail after the stage fails before it
+            config = pipeline.load_yaml(config_path) if config_path else {}
+            check_push_target(pipeline.STAGES[stage_name], pipeline._parse(pipeline.STAGES[stage_name], config,
+                                                                           rest, prog=prog))
+            pipeline.run_stage_from_config(stage_name, config_path, rest, prog=prog)
+    except (pipeline.StageError, OSError, ValueError, MissingExtraError) as err:
+        if _debug():
+            raise
+        if isinstance(err, pipeline.StageError):
+            return _fail(command, f"error: {err}", 1)
+        if isinstance(err, pipeline.ConfigError):
+            return _fail(command, f"configuration error: {err}", 2)
+        return _fail(command, f"error: {str(err) or type(err).__name__} (SWEET_RL_DEBUG=1 shows the traceback)", 2)
     except KeyboardInterrupt:
         print(f"\nsweet-rl {command}: interrupted; run the same command again to resume", file=sys.stderr)
         return 130

@@ -49,6 +49,7 @@ from sweet_trl import losses
 from sweet_trl.critic import CRITIC_METADATA_FILE, forward_turn_logps
 from sweet_trl.critic_config import SweetCriticConfig
 from sweet_trl.model_cards import SWEET_PAPER, SWEET_PAPER_ID, sweet_model_card
+from sweet_trl.policy_trainer import require_rows
 from sweet_trl.tokenization import CriticInputFormat, conversation_messages, tokenize_critic_input
 
 logger = logging.getLogger(__name__)
@@ -138,7 +139,8 @@ class SweetCriticTrainer(DPOTrainer):
         args: a :class:`~sweet_trl.critic_config.SweetCriticConfig`.
         train_dataset, eval_dataset: pair rows ``{"privileged", "chosen", "rejected", ...}``, see ``sweet_trl.pairs``.
             Rows that cannot be used (too long, no agent turn) are dropped and counted in ``self.data_report``;
-            rows mixing two tasks or with a chosen reward not above the rejected one raise ``ValueError``.
+            rows mixing two tasks or with a chosen reward not above the rejected one raise ``ValueError``, and so
+            does a dataset that is empty or left without a usable pair.
         processing_class: the tokenizer (with the chat template); loaded from ``model`` when omitted.
         quantization_config: ``BitsAndBytesConfig`` for QLoRA, with ``model`` given as an id or path.
         peft_config: e.g. ``peft.LoraConfig``; the reference is then the base model with adapters disabled.
@@ -172,6 +174,9 @@ class SweetCriticTrainer(DPOTrainer):
             args = SweetCriticConfig(f"{Path(name or 'model').name}-SWEET-critic")
         if not isinstance(args, SweetCriticConfig):
             raise TypeError(f"args must be a SweetCriticConfig, got {type(args).__name__}")
+        if train_dataset is None:
+            raise ValueError("train_dataset is required: critic pairs from sweet_trl.pairs.critic_pair_dataset")
+        require_rows(train_dataset, "train critic pairs")  # DPOTrainer reads a first row before anything else
         self.critic_format = args.critic_input_format()
         self.data_report: dict[str, dict[str, Any]] = {}
         if processing_class is None:
@@ -197,6 +202,7 @@ class SweetCriticTrainer(DPOTrainer):
 
     # ------------------------------------------------------------------------------------------------ data
     def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+        require_rows(dataset, f"{dataset_name} critic pairs")
         columns = dataset.column_names or list(next(iter(dataset)).keys())
         if all(c in columns for c in TOKENIZED_COLUMNS):
             return dataset  # already prepared (DPOTrainer.evaluate calls this again)

@@ -21,6 +21,7 @@ Train from the command line's building blocks::
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -31,13 +32,16 @@ from sweet_trl.policy_config import TurnPreferenceConfig
 
 DPOTrainer = require("trl", "train").DPOTrainer
 
+logger = logging.getLogger(__name__)
+
 
 def check_turn_pairs(dataset: Any, name: str = "train") -> None:
     """Raise ``ValueError`` unless ``dataset`` holds turn-level pairs in TRL's conversational preference format.
 
     Each row needs ``prompt`` (chat messages ending with a user message: the history the policy saw),
-    ``chosen`` and ``rejected`` (each exactly one assistant message).
+    ``chosen`` and ``rejected`` (each exactly one assistant message). An empty dataset is an error too.
     """
+    require_rows(dataset, f"{name} turn pairs")
     columns = set(getattr(dataset, "column_names", None) or next(iter(dataset)).keys())
     missing = {"prompt", "chosen", "rejected"} - columns
     if missing:
@@ -59,8 +63,14 @@ class TurnPreferenceTrainer(DPOTrainer):
     loss type, set up by :class:`~sweet_trl.policy_config.TurnPreferenceConfig`). Everything else is TRL's:
     ``peft_config`` for LoRA, ``quantization_config`` (with the model given by name) for QLoRA, a frozen copy of
     the initial policy (or the disabled adapter) as the reference. The datasets (a ``Dataset``, a list of rows or
-    a path) are checked up front, so that a malformed pair fails with its row number instead of deep inside
-    tokenisation.
+    a path) are checked up front, so that an empty dataset, or a malformed pair (named by its row number), fails
+    with a ``ValueError`` instead of deep inside TRL.
+
+    A pair whose prompt alone fills ``args.max_length`` tokens has no message token left to train on (with the
+    default ``truncation_mode="keep_start"``): TRL drops it; it is logged and counted in ``self.data_report``,
+    e.g. ``{"train": {"pairs": 120, "kept": 117, "dropped": {"prompt_too_long": 3}, "truncated": 5}}``, where
+    ``truncated`` counts the kept pairs whose prompt + chosen or prompt + rejected is cut at ``max_length``.
+    A dataset left without any pair is a ``ValueError``. Streaming datasets are not counted.
     """
 
     _tag_names = ["trl", "dpo", "sweet-rl"]
@@ -76,6 +86,7 @@ class TurnPreferenceTrainer(DPOTrainer):
             raise TypeError(f"args must be a TurnPreferenceConfig, got {type(args).__name__}")
         if train_dataset is None:
             raise ValueError("train_dataset is required")
+        self.data_report: dict[str, dict[str, Any]] = {}
         train_dataset = as_dataset(train_dataset)
         check_turn_pairs(train_dataset, "train")
         if isinstance(eval_dataset, (list, tuple, str, Path)):
@@ -88,8 +99,57 @@ class TurnPreferenceTrainer(DPOTrainer):
         super().__init__(model, ref_model=ref_model, args=args, data_collator=data_collator,
                          train_dataset=train_dataset, eval_dataset=eval_dataset, **kwargs)
 
+    def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+        # TRL tokenises, then silently filters out the pairs whose prompt fills max_length: count them here.
+        require_rows(dataset, f"{dataset_name} turn pairs")
+        prepared = super()._prepare_dataset(dataset, processing_class, args, dataset_name)
+        if not hasattr(prepared, "__len__"):
+            logger.warning("%s: streaming dataset, pairs whose prompt fills max_length=%s are dropped without being "
+                           "counted", dataset_name, args.max_length)
+            return prepared
+        total, kept = len(dataset), len(prepared)
+        report = {"pairs": total, "kept": kept, "dropped": {"prompt_too_long": total - kept} if total > kept else {},
+                  "truncated": count_truncated_pairs(prepared, args.max_length)}
+        self.data_report[dataset_name] = report
+        if total > kept:
+            logger.warning("%s: dropped %d of %d turn pairs whose prompt alone fills max_length=%s tokens",
+                           dataset_name, total - kept, total, args.max_length)
+        if report["truncated"]:
+            logger.warning("%s: %d turn pairs are longer than max_length=%s tokens and are cut (truncation_mode=%r)",
+                           dataset_name, report["truncated"], args.max_length, args.truncation_mode)
+        if kept == 0:
+            raise ValueError(
+                f"no usable turn pair in the {dataset_name} dataset: the prompt alone fills max_length="
+                f"{args.max_length} tokens in every pair ({report}); raise max_length"
+            )
+        return prepared
+
+
+def count_truncated_pairs(dataset: Any, max_length: int | None) -> int:
+    """Pairs of a tokenised dataset (TRL's ``prompt_ids``, ``chosen_ids``, ``rejected_ids``) whose prompt + chosen
+    or prompt + rejected exceeds ``max_length`` tokens; read in Arrow batches, never as Python lists."""
+    if max_length is None:
+        return 0
+    import pyarrow.compute as pc
+
+    count = 0
+    columns = dataset.select_columns(["prompt_ids", "chosen_ids", "rejected_ids"]).with_format("arrow")
+    for batch in columns.iter(batch_size=4096):
+        longest = pc.max_element_wise(pc.list_value_length(batch["chosen_ids"]),
+                                      pc.list_value_length(batch["rejected_ids"]))
+        lengths = pc.add(pc.list_value_length(batch["prompt_ids"]), longest)
+        count += pc.sum(pc.greater(lengths, max_length)).as_py() or 0
+    return count
+
 
 # -- shared by the policy trainers and the baselines ----------------------------------------------------------------
+
+def require_rows(dataset: Any, what: str) -> None:
+    """Raise ``ValueError`` when ``dataset`` (a ``Dataset``, an ``IterableDataset`` or a list) holds no row: TRL's
+    trainers would otherwise fail with a bare ``StopIteration`` or a sampler error."""
+    empty = len(dataset) == 0 if hasattr(dataset, "__len__") else next(iter(dataset), None) is None
+    if empty:
+        raise ValueError(f"no {what}: the dataset is empty")
 
 def default_reference(model: Any, ref_model: Any, args: Any, peft_config: Any) -> Any:
     """The reference policy DPO compares against when none is given.

@@ -72,15 +72,16 @@ def test_unknown_commands_and_baselines_are_refused(capsys):
     assert cli.main(["baseline"]) == 2
 
 
-def test_baseline_commands_dispatch_to_their_stages(monkeypatch):
+def test_baseline_commands_dispatch_to_their_stages(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(pipeline, "run_stage_from_config", lambda name, config, rest, prog=None: calls.append(
         (name, config, rest)))
-    assert cli.main(["baseline", "zero-shot", "--config", "x.yaml", "--max_eval_tasks", "3"]) == 0
-    assert cli.main(["baseline", "rft", "--config=x.yaml"]) == 0
-    assert cli.main(["train-mtdpo", "--config", "x.yaml"]) == 0
-    assert calls == [("evaluate", "x.yaml", ["--max_eval_tasks", "3", "--policy", "zero_shot"]),
-                     ("baseline_rft", "x.yaml", []), ("baseline_mtdpo", "x.yaml", [])]
+    path = str(_config(tmp_path, f"run_dir: {tmp_path / 'run'}\nbf16: false\n"))
+    assert cli.main(["baseline", "zero-shot", "--config", path, "--max_eval_tasks", "3"]) == 0
+    assert cli.main(["baseline", "rft", f"--config={path}"]) == 0
+    assert cli.main(["train-mtdpo", "--config", path]) == 0
+    assert calls == [("evaluate", path, ["--max_eval_tasks", "3", "--policy", "zero_shot"]),
+                     ("baseline_rft", path, []), ("baseline_mtdpo", path, [])]
 
 
 def test_yaml_shared_keys_sections_and_overrides(tmp_path):
@@ -131,6 +132,62 @@ def test_cli_reports_configuration_errors_with_exit_code_2(tmp_path, capsys):
     assert cli.main(["collect", "--config", str(path)]) == 2
     assert "configuration error" in capsys.readouterr().err
     assert cli.main(["collect", "--config", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_user_errors_are_one_line_and_exit_2_with_the_traceback_on_request(tmp_path, capsys, monkeypatch):
+    path = str(_config(tmp_path, f"run_dir: {tmp_path / 'run'}\n"))
+    monkeypatch.delenv("SWEET_RL_DEBUG", raising=False)
+    # A policy path that does not exist ends in one line naming it, not a traceback.
+    status = cli.main(["evaluate", "--config", path, "--policy", str(tmp_path / "no-such-model"),
+                       "--max_eval_tasks", "1"])
+    err = capsys.readouterr().err
+    assert status in (1, 2) and "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("sweet-rl")]
+    assert len(lines) == 1 and lines[0].startswith("sweet-rl evaluate: error:") and "no-such-model" in lines[0]
+
+    def raising(exception):
+        def run(*args, **kwargs):
+            raise exception
+        return run
+
+    for exception, text in ((OSError("Can't load tokenizer for 'x'.\nCheck the path."),
+                             "Can't load tokenizer for 'x'. Check the path."),
+                            (ValueError("bad value"), "bad value"),
+                            (FileNotFoundError(2, "No such file or directory", "data.jsonl"), "'data.jsonl'")):
+        monkeypatch.setattr(pipeline, "run_stage_from_config", raising(exception))
+        assert cli.main(["collect", "--config", path]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("sweet-rl collect: error: ") and text in err
+        assert "SWEET_RL_DEBUG=1" in err
+    assert cli.main(["collect", "--config"]) == 2
+    assert "--config needs a path" in capsys.readouterr().err
+
+    monkeypatch.setenv("SWEET_RL_DEBUG", "1")
+    with pytest.raises(FileNotFoundError):
+        cli.main(["collect", "--config", path])
+
+
+def test_push_to_hub_without_a_destination_is_refused_before_the_stage_runs(tmp_path, capsys):
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in _records("alpha", [1.0, 0.0])))
+    run_dir = tmp_path / "run"
+    path = str(_config(tmp_path, f"run_dir: {run_dir}\ncollect:\n  trajectories: {rollouts}\n"))
+    for prefix in ([], ["--hub_prefix", "no-namespace"]):
+        assert cli.main(["collect", "--config", path, "--push_to_hub", *prefix]) == 2
+        err = capsys.readouterr().err
+        assert "--push_to_hub needs --hub_prefix as '<user or org>/<name>'" in err and "Traceback" not in err
+        assert not (run_dir / "collect").exists()  # nothing ran
+
+    def check(stage, options):
+        cli.check_push_target(pipeline.STAGES[stage], pipeline._parse(pipeline.STAGES[stage], {"bf16": False},
+                                                                      options))
+
+    check("collect", ["--push_to_hub", "--hub_prefix", "me/sweet"])
+    check("collect", [])
+    check("evaluate", ["--policy", "zero_shot"])  # no push at all
+    check("train_critic", ["--push_to_hub", "--hub_model_id", "me/critic"])  # a model may name its repository
+    with pytest.raises(ConfigError, match="or set --hub_model_id"):
+        check("train_critic", ["--push_to_hub"])
 
 
 def test_pipeline_overrides_are_routed_to_stages():

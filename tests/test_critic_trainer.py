@@ -296,6 +296,21 @@ def test_a_dataset_without_usable_pairs_or_columns_is_an_error(tmp_path, tokeniz
         trainer_for(tmp_path, tokenizer, [{**row, "chosen": "a plain string"} for row in rows])
 
 
+def test_an_empty_dataset_is_an_error_before_trl_sees_it(tmp_path, tokenizer):
+    from datasets import Dataset
+
+    empty = Dataset.from_dict({"privileged": [], "chosen": [], "rejected": []})
+    for train in (empty, Dataset.from_list([])):
+        with pytest.raises(ValueError, match="no train critic pairs: the dataset is empty"):
+            SweetCriticTrainer(tiny_causal_lm(tokenizer), args=make_config(tmp_path), train_dataset=train,
+                               processing_class=tokenizer)
+    with pytest.raises(ValueError, match="no eval critic pairs: the dataset is empty"):
+        SweetCriticTrainer(tiny_causal_lm(tokenizer), args=make_config(tmp_path), processing_class=tokenizer,
+                           train_dataset=Dataset.from_list(valid_pairs(2)), eval_dataset=empty)
+    with pytest.raises(ValueError, match="train_dataset is required"):
+        SweetCriticTrainer(tiny_causal_lm(tokenizer), args=make_config(tmp_path), processing_class=tokenizer)
+
+
 def test_config_rejects_dpo_options_that_would_change_the_loss(tmp_path):
     for bad in ({"loss_type": ["ipo"]}, {"ld_alpha": 0.5}, {"use_weighting": True}, {"sync_ref_model": True}):
         with pytest.raises(ValueError, match="does not support"):

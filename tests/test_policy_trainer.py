@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import statistics
 
@@ -88,6 +89,53 @@ def test_malformed_pairs_fail_with_their_row():
         check_turn_pairs(ends_with_agent)
     with pytest.raises(ValueError, match="lack the column"):
         check_turn_pairs([{"prompt": good[0]["prompt"], "chosen": good[0]["chosen"]}])
+
+
+def test_an_empty_dataset_is_an_error_before_trl_sees_it(tmp_path):
+    from datasets import Dataset, IterableDataset
+
+    tokenizer = tiny_tokenizer(synthetic_corpus())
+    empty_columns = Dataset.from_dict({"prompt": [], "chosen": [], "rejected": []})
+    nothing = IterableDataset.from_generator(lambda: iter([]))
+    for empty in ([], empty_columns, nothing):
+        with pytest.raises(ValueError, match="no train turn pairs: the dataset is empty"):
+            TurnPreferenceTrainer(tiny_causal_lm(tokenizer), args=fast_config(tmp_path), train_dataset=empty,
+                                  processing_class=tokenizer)
+    with pytest.raises(ValueError, match="no eval turn pairs: the dataset is empty"):
+        TurnPreferenceTrainer(tiny_causal_lm(tokenizer), args=fast_config(tmp_path),
+                              train_dataset=turn_pairs(DETAILS, 0, 2), eval_dataset=empty_columns,
+                              processing_class=tokenizer)
+
+
+def prompt_tokens(tokenizer, prompt) -> int:
+    return len(tokenizer.apply_chat_template(prompt, add_generation_prompt=True, return_dict=True)["input_ids"])
+
+
+def test_pairs_whose_prompt_fills_max_length_are_dropped_counted_and_logged(tmp_path, caplog):
+    """A prompt of max_length tokens leaves no message token to train on: dropped and counted; a pair that fits
+    only in part is kept and counted as truncated; a dataset with no pair left is an error that says why."""
+    tokenizer = tiny_tokenizer(synthetic_corpus())
+    fits, near, long = turn_pairs(DETAILS, 0, 3)
+    near["prompt"] = near["prompt"][:1] + [{"role": "user", "content": "Write a converter. " + "word " * 40}]
+    long["prompt"] = long["prompt"][:1] + [{"role": "user", "content": "Write a converter. " + "word " * 90}]
+    near["chosen"] = [{"role": "assistant", "content": "Which unit? " * 20}]
+    max_length = prompt_tokens(tokenizer, near["prompt"]) + 4
+    assert prompt_tokens(tokenizer, long["prompt"]) >= max_length > prompt_tokens(tokenizer, fits["prompt"]) + 30
+    with caplog.at_level(logging.WARNING, logger="sweet_trl.policy_trainer"):
+        trainer = TurnPreferenceTrainer(tiny_causal_lm(tokenizer), args=fast_config(tmp_path, max_length=max_length),
+                                        train_dataset=[fits, near, long], eval_dataset=[long, fits],
+                                        processing_class=tokenizer)
+    assert trainer.data_report["train"] == {"pairs": 3, "kept": 2, "dropped": {"prompt_too_long": 1},
+                                            "truncated": 1}
+    assert trainer.data_report["eval"] == {"pairs": 2, "kept": 1, "dropped": {"prompt_too_long": 1},
+                                           "truncated": 0}
+    assert len(trainer.train_dataset) == 2
+    assert f"train: dropped 1 of 3 turn pairs whose prompt alone fills max_length={max_length}" in caplog.text
+    assert "train: 1 turn pairs are longer than max_length" in caplog.text
+    with pytest.raises(ValueError, match=r"no usable turn pair in the train dataset: .*max_length=\d+.*"
+                                         r"'prompt_too_long': 2"):
+        TurnPreferenceTrainer(tiny_causal_lm(tokenizer), args=fast_config(tmp_path, max_length=max_length),
+                              train_dataset=[long, long], processing_class=tokenizer)
 
 
 def chosen_token_nll(model, tokenizer, pairs) -> float:
