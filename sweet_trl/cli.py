@@ -29,7 +29,6 @@ import os
 import sys
 import textwrap
 from collections.abc import Sequence
-from typing import Any
 
 from colbench_gym._optional import MissingExtraError
 from sweet_trl.pipeline_config import ConfigError
@@ -70,28 +69,6 @@ def _fail(command: str, message: str, status: int) -> int:
     return status
 
 
-def check_push_target(stage: Any, args: Sequence[Any]) -> None:
-    """Refuse ``--push_to_hub`` without a destination before the stage runs (the push comes after it).
-
-    ``args`` are the stage's parsed dataclasses, ``RunArguments`` first. Datasets go to ``<hub_prefix>-<kind>``;
-    a trained model goes to its trainer configuration's ``hub_model_id`` if set, else ``<hub_prefix>-<role>``.
-    """
-    from sweet_trl import hub
-
-    asking = [a for a in args[1:] if getattr(a, "push_to_hub", False)]
-    if stage.push is None or not asking or any(getattr(a, "hub_model_id", None) for a in asking):
-        return
-    prefix = args[0].hub_prefix
-    try:
-        hub.hub_repo_id(prefix, stage.name)
-    except ValueError as err:
-        model = any(hasattr(a, "hub_model_id") for a in asking)
-        raise ConfigError(
-            f"{stage.name}: --push_to_hub needs --hub_prefix as '<user or org>/<name>' (got {prefix!r}): the "
-            f"repositories are named '<hub_prefix>-<kind>'" + (", or set --hub_model_id" if model else "")
-        ) from err
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -128,12 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"sweet-rl: unknown command {command!r}\n", file=sys.stderr)
                 _print_usage(sys.stderr)
                 return 2
-            prog = f"sweet-rl {command}"
-            # Parsed here once before the run, so that what can only fail after the stage fails before it
-            config = pipeline.load_yaml(config_path) if config_path else {}
-            check_push_target(pipeline.STAGES[stage_name], pipeline._parse(pipeline.STAGES[stage_name], config,
-                                                                           rest, prog=prog))
-            pipeline.run_stage_from_config(stage_name, config_path, rest, prog=prog)
+            pipeline.run_stage_from_config(stage_name, config_path, rest, prog=f"sweet-rl {command}")
     except (pipeline.StageError, OSError, ValueError, MissingExtraError) as err:
         if _debug():
             raise

@@ -287,7 +287,7 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         raise ConfigError(f"stage {stage.name} runs in one process; launch only the training stages "
                           f"{list(TRAINING_STAGES)} with accelerate")
 
-    _check_push_target(stage, args)
+    check_push_target(stage, args)
     inputs: dict[str, dict[str, Any]] = {}
     for name in stage.inputs(*args[1:]):
         marker = read_marker(run_dir / name)
@@ -387,18 +387,18 @@ def _summary(marker: dict[str, Any]) -> str:
     return ", ".join(parts) or "no counts"
 
 
-def _check_push_target(stage: Stage, args: Sequence[Any]) -> None:
-    """Before any work: a push that is asked for needs somewhere to go (``hub_prefix``, or a model's ``hub_model_id``)."""
+def check_push_target(stage: Stage, args: Sequence[Any]) -> None:
+    """Before any work: a push that is asked for needs somewhere to go. Datasets go to ``<hub_prefix>-<kind>``; a
+    trained model to its trainer configuration's ``hub_model_id`` if set, else ``<hub_prefix>-<role>``."""
     if stage.push is None or not any(getattr(a, "push_to_hub", False) for a in args[1:]):
         return
     if stage.name in MODEL_EXPORTS and any(getattr(a, "hub_model_id", None) for a in args[1:]):
         return
-    from sweet_trl.hub import hub_repo_id
-
-    try:
-        hub_repo_id(args[0].hub_prefix, "<kind>")
-    except ValueError as err:
-        raise ConfigError(f"{stage.name}: {err}") from None
+    prefix = args[0].hub_prefix
+    if not prefix or "/" not in prefix:
+        raise ConfigError(f"{stage.name}: --push_to_hub needs --hub_prefix as '<user or org>/<name>' (got {prefix!r}):"
+                          " the repositories are named '<hub_prefix>-<kind>'"
+                          + (", or set --hub_model_id" if stage.name in MODEL_EXPORTS else ""))
 
 
 def _push_if_asked(stage: Stage, args: Sequence[Any], stage_dir: Path, marker: dict[str, Any], print_) -> None:
@@ -903,8 +903,9 @@ def stage_train_policy(ctx: StageContext, model_config: Any, config: Any, export
     pairs = load_rows(ctx.input_path("policy_pairs", "pairs"))
     inputs = _prepare_training(ctx, model_config, config, ctx.run.policy_model)
     ctx.log(f"{len(pairs)} turn pairs")
-    last, _ = _train(ctx, TurnPreferenceTrainer, inputs, config, pairs)
-    return _training_result(ctx, last, {"steps": int(last["global_step"]), "pairs": len(pairs)},
+    last, report = _train(ctx, TurnPreferenceTrainer, inputs, config, pairs)
+    return _training_result(ctx, last, {"steps": int(last["global_step"]), "pairs": len(pairs),
+                                        "pairs_used": report.get("kept", len(pairs))},
                             ("train_loss", "rewards/accuracies", "rewards/margins"), model_config, config)
 
 

@@ -179,8 +179,8 @@ def test_push_to_hub_without_a_destination_is_refused_before_the_stage_runs(tmp_
         assert not (run_dir / "collect").exists()  # nothing ran
 
     def check(stage, options):
-        cli.check_push_target(pipeline.STAGES[stage], pipeline._parse(pipeline.STAGES[stage], {"bf16": False},
-                                                                      options))
+        parsed = pipeline._parse(pipeline.STAGES[stage], {"bf16": False}, options)
+        pipeline.check_push_target(pipeline.STAGES[stage], parsed)
 
     check("collect", ["--push_to_hub", "--hub_prefix", "me/sweet"])
     check("collect", [])
