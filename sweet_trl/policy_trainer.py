@@ -151,6 +151,7 @@ def require_rows(dataset: Any, what: str) -> None:
     if empty:
         raise ValueError(f"no {what}: the dataset is empty")
 
+
 def default_reference(model: Any, ref_model: Any, args: Any, peft_config: Any) -> Any:
     """The reference policy DPO compares against when none is given.
 

@@ -222,6 +222,7 @@ def test_a_lone_surrogate_is_replaced_not_fatal(renderer):
     assert result.ok and result.seconds < 5
     assert any("odd ? text" in block.get("text", "") for block in result.dom["texts"])
 
+
 def test_oversized_page_is_refused_before_the_browser(renderer):
     started = time.monotonic()
     result = renderer.render("<p>" + "x" * 10_000_000 + "</p>")

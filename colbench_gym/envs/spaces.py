@@ -26,7 +26,6 @@ class UnicodeText(Text):
         return f"UnicodeText({self.min_length}, {self.max_length})"
 
 
-
 # AsyncVectorEnv passes observations through shared memory by default, reading it once as live views:
 # possible for arrays, not for Python strings (Gymnasium's own ``Text`` returns the first strings forever).
 # Refusing makes AsyncVectorEnv say to pass ``shared_memory=False``, with which text works.

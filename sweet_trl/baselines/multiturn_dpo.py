@@ -98,7 +98,6 @@ class MultiTurnDPOConfig(_trl.DPOConfig):
             raise ValueError("multi-turn DPO sums log-probabilities over whole dialogues; only loss_type='sigmoid' "
                              "without ld_alpha or use_weighting is supported")
 
-
     def apply_pair_preset(self, preset: str) -> None:
         """Fill the pair fields left unset from a released recipe (``"backend"``/``"frontend"``); set ones stay."""
         from sweet_trl.pairs import PAIR_RULE_PRESETS
