@@ -438,6 +438,47 @@ def test_killing_the_server_without_bubblewrap():
         assert degraded.grade(REFERENCE, REFERENCE, TESTS).score == 1.0
 
 
+# -- the fork server's memory -----------------------------------------------------------------
+
+# Swaps min and max in the builtins of the process that forked this child (the fork server): the
+# child is a copy of it, so the builtins dict's key table sits at the same address in both.
+SWAP_MIN_MAX_IN_THE_SERVER = _answer(
+    """
+server = os.getppid()
+try:
+    mem = open(f'/proc/{server}/mem', 'r+b', 0)
+except OSError as exc:
+    return type(exc).__name__
+keys = ctypes.c_void_p.from_address(id(builtins.__dict__) + 32).value  # PyDictObject.ma_keys
+table = ctypes.string_at(keys, 16384)
+low, high = table.find(struct.pack('@P', id(min))), table.find(struct.pack('@P', id(max)))
+with mem:
+    mem.seek(keys + low)
+    mem.write(struct.pack('@P', id(max)))
+    mem.seek(keys + high)
+    mem.write(struct.pack('@P', id(min)))
+return 'rewritten'
+""",
+    "import builtins, ctypes, os, struct\n",
+)
+
+
+@pytest.mark.filterwarnings("ignore::colbench_gym.execution.SandboxWarning")
+@pytest.mark.parametrize("mode", ["auto", "none"])
+def test_answer_cannot_rewrite_the_servers_memory(mode):
+    lowest = "def lo(xs):\n    return min(xs)\n"
+    with Grader(workers=1, timeout_s=3.0, allow_code_execution=True, sandbox=mode) as single:
+        single.warm_up()
+        if single.sandbox_mode == "none" and os.geteuid() == 0:
+            pytest.skip("children of a root server without bubblewrap may keep CAP_SYS_PTRACE")
+        attack = single.grade(SWAP_MIN_MAX_IN_THE_SERVER, REFERENCE, ONE_TEST)
+        assert attack.tests[0].detail == "returned 'PermissionError'", attack.to_dict()
+        # The next child, forked from the same server, still has the real min.
+        wrong = single.grade("def lo(xs):\n    return 3\n", lowest, {"t": "lo([3, 1, 2])"})
+        assert wrong.score == 0 and wrong.tests[0].detail == "returned 3"
+        assert single.grade(lowest, lowest, {"t": "lo([3, 1, 2])"}).score == 1.0
+
+
 # -- broken answers and tasks -----------------------------------------------------------------
 
 

@@ -18,6 +18,10 @@ reports an exit record (``_EXIT``: job id, wait status, CPU time, memory, page f
 
 A kill command (op ``k``) kills the running child, and everything it started, at once; ``s`` stops.
 
+The server makes itself non-dumpable (``PR_SET_DUMPABLE`` 0) before anything else: its children
+often share its user id, and without that they could open ``/proc/<server>/mem`` (or ptrace it) and
+rewrite the server -- hence every later child, references included. Children inherit the flag.
+
 The payload is ``{"units": [{"code": str, "tests": [call, ...]}, ...], "nonce": hex}``: an answer
 is one unit; a batch of references is several, run one after the other in fresh namespaces.
 
@@ -231,11 +235,14 @@ def _child(cfg, fds, null_fd):
             os.setgid(cfg["drop_gid"])
             os.setuid(cfg["drop_uid"])
         if _PRCTL is not None:
-            # Without a PID namespace of our own, nothing else kills this child if the server dies
-            # (set after setuid, which clears it).
-            _PRCTL(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-            if os.getppid() != _SERVER_PID:
-                _exit(73)
+            # setuid() reset the flag to fs.suid_dumpable: keep other sandboxes' children out of this one.
+            _PRCTL(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+            if _SERVER_PID != 1:
+                # Without a PID namespace of our own, nothing else kills this child if the server
+                # dies (set after setuid, which clears it).
+                _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+                if os.getppid() != _SERVER_PID:
+                    _exit(73)
         os.chdir(cfg["workdir"])
         chunks = []
         while True:
@@ -522,6 +529,7 @@ class _Server:
             "pid1": self.pid1,
             "uid": os.getuid(),
             "hash_randomization": sys.flags.hash_randomization,
+            "dumpable": _DUMPABLE,
             "python": sys.version.split()[0],
         }
         self.send(json.dumps(hello).encode())
@@ -596,13 +604,49 @@ class _SeededRandomFinder:
 _LIMITS = ()
 _CPU_PER_TEST_S = 1.0
 _ENCODE = None
-_PRCTL = None  # libc prctl, outside a PID namespace only
+_PRCTL = None  # libc prctl, where ctypes works
 _SERVER_PID = 0
 _RANDOM = None  # the random module, only if the server imported it (a preload)
+_DUMPABLE = None  # PR_GET_DUMPABLE of the server after _make_undumpable: 0 is what we want
+
+_PR_SET_PDEATHSIG = 1
+_PR_GET_DUMPABLE = 3
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _load_libc():
+    """The C library through ctypes, or None where that is not possible."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _make_undumpable(libc):
+    """Make this process non-dumpable; return ``PR_GET_DUMPABLE`` afterwards (None: unknown).
+
+    Children run under the server's user id unless they drop to ``nobody``, and same-user processes
+    may open each other's ``/proc/<pid>/mem`` (and ptrace each other): a hostile answer could then
+    rewrite the server's memory -- swap two builtins, say -- and every later child, references
+    included, would inherit the damage. The kernel refuses all of that for a non-dumpable target to
+    anyone without ``CAP_SYS_PTRACE``. Children inherit the flag across ``fork``, so they cannot
+    reach each other either. A change of effective user id resets it (to ``fs.suid_dumpable``): call
+    this again after one.
+    """
+    if libc is None:
+        return None
+    try:
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        return int(libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0))
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _main():
-    global _LIMITS, _CPU_PER_TEST_S, _ENCODE, _PRCTL, _SERVER_PID, _RANDOM
+    global _LIMITS, _CPU_PER_TEST_S, _ENCODE, _PRCTL, _SERVER_PID, _RANDOM, _DUMPABLE
     cfg = json.loads(sys.argv[1])
     sys.meta_path.insert(0, _SeededRandomFinder)
     sys.path[:] = [p for p in sys.path if p]  # never import from the working directory
@@ -629,16 +673,12 @@ def _main():
     os.environ.pop("PWD", None)  # set by bubblewrap's --chdir; the environment stays exactly ours
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     _SERVER_PID = os.getpid()
-    if os.getpid() != 1:
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            _PRCTL = libc.prctl
-            libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
-            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the grader
-        except Exception:  # noqa: BLE001
-            pass
+    libc = _load_libc()
+    _DUMPABLE = _make_undumpable(libc)
+    _PRCTL = libc.prctl if libc is not None else None
+    if os.getpid() != 1 and libc is not None:
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come back to us
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # die with the grader
     os.makedirs(cfg["workdir"], exist_ok=True)
     if cfg["drop_uid"] is not None:
         os.chown(cfg["workdir"], cfg["drop_uid"], cfg["drop_gid"])

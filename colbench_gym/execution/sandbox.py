@@ -14,6 +14,8 @@ read-only, plus a small private ``/tmp``. Home directories, the project, data se
 else on the host simply do not exist inside. Its network namespace has no interfaces but a
 loopback that is down; its PID namespace contains only the server (PID 1, which cannot be killed
 from inside) and the current child. When the grader runs as root, children drop to ``nobody``.
+The server is non-dumpable, so a child -- even one with the server's user id -- cannot read or
+write its memory through ``/proc`` or ptrace (a warning says so if that could not be set).
 
 The interpreter runs with ``-s -P`` and a fully controlled environment rather than ``-I``:
 ``-I`` also ignores ``PYTHONHASHSEED``, and a fixed hash seed is what makes set and dict orders --
@@ -455,6 +457,13 @@ class SandboxProcess:
         if hello.get("hash_randomization"):
             self.stop()
             raise SandboxStartError("sandboxed interpreter ignored PYTHONHASHSEED; results would not be reproducible")
+        if hello.get("dumpable") != 0:
+            _warn_once(
+                "dumpable",
+                "colbench_gym grader: the fork server could not make itself non-dumpable (no ctypes/prctl?): "
+                "an answer running under the server's user id could rewrite the server's memory through "
+                "/proc/<pid>/mem and corrupt later results.",
+            )
         self.hello = hello
 
     def stop(self) -> None:
