@@ -209,6 +209,31 @@ def test_reference_batches_isolate_and_survive_each_other():
     assert results[3].score == 1.0  # len() was restored after the poisoning reference
 
 
+def test_references_do_not_share_module_state():
+    # Each reference runs in its own child by default: one task's random draws or decimal precision
+    # cannot change the expected outputs of another task graded in the same batch.
+    draw_a = "import random\ndef a():\n    return random.random()\n"
+    draw_b = "import random\ndef b():\n    return random.random()\n"
+    low_precision = "import decimal\ndecimal.getcontext().prec = 3\ndef c():\n    return 1\n"
+    seventh = "from decimal import Decimal\ndef d():\n    return str(Decimal(1) / Decimal(7))\n"
+    items = [
+        (draw_a, draw_a, {"t": "a()"}),
+        (draw_b, draw_b, {"t": "b()"}),
+        (low_precision, low_precision, {"t": "c()"}),
+        (seventh, seventh, {"t": "d()"}),
+        (seventh, seventh, {"t": "d()", "again": "d()"}),
+    ]
+    with Grader(workers=1, timeout_s=1.0, allow_code_execution=True) as g:
+        assert g.reference_batch_size == 1
+        results = g.grade_many(items)
+        assert [r.score for r in results] == [1.0] * 5
+        assert g.cache_info()["reference_runs"] == 5
+        # The cached expectation is the one a reference computes alone: a correct answer still passes.
+        assert g.grade(seventh, seventh, {"t": "d()"}).score == 1.0
+        wrong_precision = "from decimal import Decimal\ndef d():\n    return '0.143'\n"
+        assert g.grade(wrong_precision, seventh, {"t": "d()"}).score == 0.0
+
+
 def test_result_serialisation_round_trip(grader):
     result = grader.grade("def add(a, b):\n    return a\n", ADD, ADD_TESTS)
     row = json.loads(json.dumps(result.to_dict()))
@@ -407,6 +432,64 @@ def test_extract_code_with_one_unmatched_fence():
     assert extract_code("Here is the code:\n```\ndef g():\n    return 2") == "def g():\n    return 2"
     # Whatever is chosen is what gets graded: a solution, not the prose around it.
     assert extract_code("def h():\n    return 3\n```") == "def h():\n    return 3"
+    # A closing fence typed at the end of the last line of code.
+    assert extract_code("```python\ndef f():\n    return 1```") == "def f():\n    return 1"
+
+
+def test_extract_code_keeps_fences_inside_strings_of_the_code():
+    docstring = "def f():\n    '''Example:\n    ```\n    f()\n    ```\n    '''\n    return 1"
+    answer = f"Here:\n```python\n{docstring}\n```\nCall it with:\n```python\nprint(f())\n```"
+    assert extract_code(answer) == docstring + "\n\nprint(f())"
+    # Also when the answer was cut off before its last fence, and for untagged blocks.
+    assert extract_code(f"```python\n{docstring}\n") == docstring
+    assert extract_code(f"```\n{docstring}\n```\nDone.") == docstring
+    # A fence line inside a longer (four-backtick) block is plain content.
+    outer = "````python\nS = '''\n```\n'''\n````"
+    assert extract_code(outer) == "S = '''\n```\n'''"
+    # Code that does not parse either way keeps the first closing fence: the prose after it stays out.
+    broken = "```python\ndef f(:\n```\nThen call it:\n```python\nf()\n```"
+    assert extract_code(broken) == "def f(:\n\nf()"
+
+
+def test_extract_code_markdown_variants():
+    assert extract_code("```python def f(): return 1```") == "def f(): return 1"
+    assert extract_code("Use ```py x = 2``` here") == "Use ```py x = 2``` here"  # not a fence line
+    assert extract_code("```x = 1```") == "x = 1"
+    listed = "1. Code:\n   ```python\n   def f():\n       return 1\n\n   X = 2\n   ```\n2. Done"
+    assert extract_code(listed) == "def f():\n    return 1\n\nX = 2"
+    assert extract_code("```python\r\ndef f():\r\n    return 1\r\n```\r\n") == "def f():\n    return 1"
+    assert extract_code("~~~python\nx = 1\n~~~") == "x = 1"
+    assert extract_code("```Python title=a.py\nx = 1\n````\nbye") == "x = 1"  # a longer closing fence closes
+    assert extract_code("```python\n```\n```\nx = 1\n```") == "x = 1"  # an empty block is skipped
+    assert extract_code("```\nout\n```\n```python\nx = 1\n```\n```js\nlet y;\n```") == "x = 1"
+
+
+def _adversarial_answers(size: int) -> dict[str, str]:
+    def repeat(unit: str) -> str:
+        return (unit * (size // len(unit) + 1))[:size]
+
+    return {
+        "unclosed openers": repeat("```python\nx=1\n"),
+        "blocks that never parse": repeat("```\n(\n```\n"),
+        "one opener, many closers": "```python\nx = (\n" + repeat("```\n"),
+        "fences inside one string": "```python\ns = '''\n" + repeat("```\nx\n") + "\n'''\n```",
+        "mixed fence characters": repeat("~~~\n(\n```\n"),
+        "descending fence lengths": "".join("`" * n + "\n(\n" + "`" * n + "\n" for n in range(450, 2, -1)),
+        "one-line fences": repeat("```python f()```\n"),
+        "one long fence line": "```" + " " * size + "x",
+        "code then many closers": "```python\n" + repeat("x = 1\n")[: size // 4] + "(\n```\n" + repeat("```\nx\n"),
+    }
+
+
+def test_extract_code_is_linear_in_the_answer_length():
+    from colbench_gym.execution import extract
+
+    for name, text in _adversarial_answers(200_000).items():
+        scan = extract._Scan(text).run()
+        # Each line visited about once, each character parsed at most a few times: no quadratic path.
+        assert scan.work <= 5 * len(text) + extract._EXTENSION_BUDGET_FLOOR, name
+        assert scan.budget >= 0, name
+    assert extract_code("```python\nx=1\n" * 20_000) == "\n".join(["x=1"] * 20_000)
 
 
 def test_constant_mutants():

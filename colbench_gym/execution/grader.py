@@ -14,9 +14,11 @@ with ``==``, and the score is the fraction of tests that pass. A test whose refe
 tests; tests that failed because of the grader itself are ``INFRA_ERROR`` and set
 ``GradeResult.infra_error`` so that training code can drop the episode.
 
-Reference outputs are computed in their own sandboxed children (task files are untrusted too) and
-cached per ``(reference, ordered test calls)`` -- the calls share one namespace, as in ColBench, so
-an output may depend on the calls before it; answers never run in the same process as a reference.
+Reference outputs are computed in sandboxed children of their own (task files are untrusted too), one
+reference per child by default, so that nothing one reference does to its process (``random``'s
+state, ``decimal``'s context, a patched module) can change another's output; they are cached per
+``(reference, ordered test calls)`` -- the calls share one namespace, as in ColBench, so an output
+may depend on the calls before it. Answers never run in the same process as a reference.
 """
 
 from __future__ import annotations
@@ -196,9 +198,14 @@ class Grader:
             :class:`CodeExecutionDisabled`.
         sandbox: ``"auto"``, ``"bwrap"`` or ``"none"`` (see :class:`SandboxSettings`).
         reference_cache_size: reference runs kept, per ``(reference, ordered test calls)``.
-        reference_batch_size: most references run in one child. References are task data, not
-            answers: a batch shares a process (a fresh namespace per reference, builtins restored
-            between them), which saves a fork per task. ``1`` gives every reference its own process.
+        reference_batch_size: most references run in one child. The default, ``1``, gives every
+            reference a process of its own (a fork of a warm server: about a millisecond each, paid
+            once per reference thanks to the cache). Larger batches save those forks, but the
+            references of a batch share their process: each gets a fresh namespace and restored
+            builtins, yet module state (``random``'s generator, ``decimal.getcontext()``, attributes
+            set on imported modules, the working directory, ...) carries from one to the next, so
+            one task's reference can change another's expected outputs. Only for references known
+            to leave their process alone.
         **limits: further :class:`SandboxSettings` fields (``output_limit_bytes``, ``file_size_mb``,
             ``tmpfs_mb``, ``max_processes``, ``open_files``, ``max_result_bytes``, ``hide_paths``, ...).
 
@@ -215,7 +222,7 @@ class Grader:
         *,
         sandbox: str = "auto",
         reference_cache_size: int = 100_000,
-        reference_batch_size: int = 16,
+        reference_batch_size: int = 1,
         **limits: Any,
     ) -> None:
         if workers is None:
@@ -375,8 +382,8 @@ class Grader:
         The key is the reference and its whole ordered list of calls: as in ColBench, every call
         is evaluated in the namespace the previous ones left, so an output depends on the calls
         before it (a reference with state gives 1, 2, 3 for three identical calls). Missing
-        references are run in batches (one child per batch, a fresh namespace per reference),
-        spread over the workers.
+        references are run in batches of ``reference_batch_size`` (one child per batch, a fresh
+        namespace per reference; one reference per child by default), spread over the workers.
         """
         slots: dict[tuple[str, tuple[str, ...]], Any] = {}
         missing: list[tuple[tuple[str, tuple[str, ...]], str]] = []
