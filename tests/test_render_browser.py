@@ -104,6 +104,53 @@ def test_same_page_same_pixels(renderer, real_rows):
     assert a.dom["texts"] == b.dom["texts"]
 
 
+def test_clock_and_random_values_are_the_same_on_every_render(renderer):
+    page = ("<p id=t></p><script>document.getElementById('t').textContent = [new Date().getFullYear(), Date.now(),"
+            " Date(), crypto.randomUUID(), crypto.getRandomValues(new Uint32Array(2)).join('.')].join(' | ')</script>")
+    first, second = renderer.render(page), renderer.render(page)
+    assert first.ok and second.ok and np.array_equal(pixels(first.png), pixels(second.png))
+    text = first.dom["texts"][0]["text"]
+    assert text == second.dom["texts"][0]["text"] and text.startswith("2025 | 1735732800000 | ")
+
+
+def test_lazy_images_load_before_the_screenshot(renderer):
+    cards = "".join(f"<img loading=lazy src='https://picsum.photos/id/{i}/600/{300 + i}' style='display:block'>"
+                    for i in range(12))
+    page = f"<body style='margin:0'><div style='height:1500px'></div>{cards}</body>"
+    results = [renderer.render(page) for _ in range(3)]
+    assert all(r.ok for r in results) and {r.page_height for r in results} == {1500 + sum(300 + i for i in range(12))}
+    assert all(np.array_equal(pixels(results[0].png), pixels(r.png)) for r in results[1:])
+
+
+@pytest.mark.parametrize("hostile", [
+    "<form><input type=number name=children><input name=tagName><input name=parentElement></form>",
+    "<img name=body><img name=querySelectorAll><form name=fonts></form>",
+    "<script>Array.prototype.push = () => { throw new Error('no'); }; window.Map = null; window.Set = null;"
+    " window.getComputedStyle = () => ({}); String.prototype.slice = () => 'made up';</script>",
+])
+def test_page_scripts_and_named_elements_cannot_break_the_dom_summary(renderer, hostile):
+    result = renderer.render(f"<html><body><h1>Book a room</h1>{hostile}<p>Children and adults</p></body></html>")
+    assert result.ok, result.error
+    texts = [block["text"] for block in result.dom["texts"]]
+    assert "Book a room" in texts and "made up" not in " ".join(texts)
+    assert result.dom["counts"]["headings"] == 1
+
+
+def test_text_written_by_scripts_is_valid_unicode(renderer):
+    result = renderer.render("<p id=t></p><script>document.getElementById('t').textContent = 'Buy \\uD800 now';"
+                             "document.title = 'odd \\uDC00'</script>")
+    assert result.ok and result.dom["texts"][0]["text"] == "Buy \ufffd now" and result.dom["title"] == "odd \ufffd"
+    json.dumps(result.dom, ensure_ascii=False).encode("utf-8")  # savable as it is
+
+
+@pytest.mark.parametrize("script", ["location.href = 'https://elsewhere.example.com/'",
+                                    "document.write('<form id=f action=/next></form>'); document.getElementById('f').submit()"])
+def test_a_page_that_navigates_away_is_an_error_not_a_blank_page(renderer, script):
+    result = renderer.render(f"<p>here</p><script>{script}</script>")
+    assert result.status == "error" and result.png is None and "navigated away" in result.error
+    assert renderer.render("<p>next</p>").ok
+
+
 def test_trimmed_tailwind_renders_like_the_full_stylesheet(renderer, real_rows):
     full = _renderer(RenderConfig(tailwind="full", dom_summary=False))
     try:

@@ -203,3 +203,9 @@ def test_render_result_without_image_cannot_be_scored():
     with pytest.raises(ValueError, match="timeout"):
         result.image()
     assert json.dumps(result.summary())
+
+
+@pytest.mark.parametrize("url", ["https://picsum.photos/" + "9" * 5000, "https://dummyimage.com/" + "1" * 6000 + "x5",
+                                 "https://placehold.co/\u00b2\u00b2", "https://images.unsplash.com/p?w=" + "7" * 5000])
+def test_image_urls_with_absurd_numbers_get_the_default_size(url):
+    assert classify(url).kind == "image" and (classify(url).width, classify(url).height) == (400, 300)

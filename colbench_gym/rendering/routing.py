@@ -23,7 +23,8 @@ PAGE_URL = "https://page.colbench.invalid/"
 DEFAULT_IMAGE_SIZE = (400, 300)
 
 _TAILWIND_CSS = re.compile(r"tailwind(css)?[^/]*/.*\.css$|/tailwind(\.min)?\.css$", re.IGNORECASE)
-_SIZE_PAIR = re.compile(r"(\d{1,5})\s*[xX×]\s*(\d{1,5})")
+_SIZE_PAIR = re.compile(r"(?<![0-9])([0-9]{1,5})\s*[xX×]\s*([0-9]{1,5})(?![0-9])")
+_SIZE = re.compile(r"[0-9]{1,5}")
 _IMAGE_HOSTS = (
     "picsum.photos", "source.unsplash.com", "images.unsplash.com", "placehold.co", "placehold.it",
     "via.placeholder.com", "placekitten.com", "dummyimage.com", "loremflickr.com", "placeimg.com",
@@ -39,13 +40,18 @@ class Route:
     height: int = 0
 
 
+def _number(text: str) -> int | None:
+    """A size written in a URL: ASCII digits only, at most 5 of them (larger sizes are capped anyway)."""
+    return int(text) if _SIZE.fullmatch(text) else None
+
+
 def _image_size(host: str, path: str, query: str) -> tuple[int, int]:
-    numbers = [int(part) for part in path.split("/") if part.isdigit()]
+    numbers = [n for n in map(_number, path.split("/")) if n is not None]
     if host == "picsum.photos":
         # /W, /W/H, /id/N/W/H, /seed/S/W/H
         parts = [p for p in path.split("/") if p]
         if len(parts) >= 2 and parts[0] in ("id", "seed"):
-            numbers = [int(p) for p in parts[2:4] if p.isdigit()]
+            numbers = [n for n in map(_number, parts[2:4]) if n is not None]
         if len(numbers) == 1:
             return numbers[0], numbers[0]
         if len(numbers) >= 2:
@@ -54,12 +60,12 @@ def _image_size(host: str, path: str, query: str) -> tuple[int, int]:
     if pair:
         return int(pair.group(1)), int(pair.group(2))
     params = parse_qs(query)
-    width = params.get("w", params.get("width", [""]))[0]
-    height = params.get("h", params.get("height", [""]))[0]
-    if width.isdigit() and height.isdigit():
-        return int(width), int(height)
-    if width.isdigit():
-        return int(width), int(width) * DEFAULT_IMAGE_SIZE[1] // DEFAULT_IMAGE_SIZE[0]
+    width = _number(params.get("w", params.get("width", [""]))[0])
+    height = _number(params.get("h", params.get("height", [""]))[0])
+    if width is not None and height is not None:
+        return width, height
+    if width is not None:
+        return width, width * DEFAULT_IMAGE_SIZE[1] // DEFAULT_IMAGE_SIZE[0]
     if len(numbers) >= 2:
         return numbers[-2], numbers[-1]
     if len(numbers) == 1 and host in ("placehold.co", "via.placeholder.com", "placehold.it", "dummyimage.com"):

@@ -23,7 +23,7 @@ from colbench_gym.rendering.assets import (
     placeholder_png,
     script_path,
 )
-from colbench_gym.rendering.routing import PAGE_URL, classify
+from colbench_gym.rendering.routing import PAGE_URL, Route, classify
 
 # Chromium switches: the ones the project requires, plus network lock-down in depth (requests the
 # router does not intercept meet a dead proxy and a resolver that resolves nothing).
@@ -37,30 +37,71 @@ CHROMIUM_ARGS = (
     # A page that allocates without end crashes its own renderer early instead of the machine.
     "--js-flags=--max-old-space-size=512",
 )
-# Same page, same pixels: pages that draw with Math.random get the same sequence every time.
-SEEDED_RANDOM = """(() => { let s = 0x2f6e2b1; Math.random = function () { s = (s + 0x6d2b79f5) | 0;
+# Same page, same pixels: Math.random and crypto's random values come from a seeded generator, and the
+# clock reads a fixed instant (2025-01-01 12:00 UTC), so that a page printing the time or a random pick
+# draws the same thing every time. Timers still run.
+SEEDED_RANDOM = """(() => { let s = 0x2f6e2b1; const next = function () { s = (s + 0x6d2b79f5) | 0;
   let t = Math.imul(s ^ (s >>> 15), 1 | s); t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296; }; })();"""
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296; };
+  Math.random = next;
+  if (self.crypto) {
+    const randomBytes = (view) => { const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+      for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(next() * 256); return view; };
+    Crypto.prototype.getRandomValues = function (view) { return randomBytes(view); };
+    Crypto.prototype.randomUUID = function () { const b = randomBytes(new Uint8Array(16));
+      b[6] = (b[6] & 0x0f) | 0x40; b[8] = (b[8] & 0x3f) | 0x80;
+      const h = [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+      return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`; };
+  }
+  const RealDate = Date, NOW = RealDate.UTC(2025, 0, 1, 12, 0, 0);
+  function FixedDate(...args) {
+    if (!new.target) return new RealDate(NOW).toString();
+    return args.length ? new RealDate(...args) : new RealDate(NOW);
+  }
+  FixedDate.prototype = RealDate.prototype;
+  FixedDate.now = () => NOW; FixedDate.parse = RealDate.parse; FixedDate.UTC = RealDate.UTC;
+  self.Date = FixedDate; })();"""
 # Playwright's service_workers="block" makes register() resolve silently; we make it fail, and count it.
 BLOCK_SERVICE_WORKERS = """if (self.ServiceWorkerContainer) { ServiceWorkerContainer.prototype.register = function (url) {
   try { self.__colbenchBlocked("service-worker:" + String(url)); } catch (e) {}
   return Promise.reject(new DOMException("service workers are disabled", "SecurityError")); }; }"""
 MAX_LISTED_URLS = 20
-# After `load`: wait for web fonts, finish finite CSS animations and cancel endless ones (what the
-# screenshot's animations="disabled" does, done first so the DOM summary matches the pixels).
-# The caret is hidden the same way (an autofocused input would otherwise blink into the pixels).
+# After `load`, in an isolated world (the page's scripts cannot replace what it calls), reading the document
+# through Document.prototype (a page element named "body" or "fonts" cannot stand in for it): load lazy
+# images now and wait for every image (else the page's height depends on timing), wait for web fonts, finish
+# finite CSS animations and cancel endless ones (what the screenshot's animations="disabled" does, done first
+# so the DOM summary matches the pixels), stop SVG animations at their start, and hide the caret (an
+# autofocused input would blink into the pixels). Returns the page height, the URL of the document shown
+# (a page that navigated away shows another one) and the DOM summary (None if a hostile page breaks it).
 SETTLE = """async (limits) => {
-  if (document.fonts) { await document.fonts.ready; }
-  for (const animation of document.getAnimations()) {
+  const doc = (name) => Object.getOwnPropertyDescriptor(Document.prototype, name).get.call(document);
+  const call = (proto, name, object, ...args) => proto[name].apply(object, args);
+  const all = (selector) => [...call(Document.prototype, "querySelectorAll", document, selector)];
+  const images = all("img");
+  for (const img of images) { if (img.loading === "lazy") img.loading = "eager"; }
+  await Promise.all(images.map((img) => img.complete ? null : new Promise((done) => {
+    img.addEventListener("load", done, { once: true }); img.addEventListener("error", done, { once: true });
+  })));
+  const fonts = doc("fonts");
+  if (fonts) { await fonts.ready; }
+  for (const animation of call(Document.prototype, "getAnimations", document)) {
     try { animation.finish(); } catch (e) { animation.cancel(); }
   }
-  const caret = document.createElement("style");
+  for (const svg of all("svg")) {
+    try { svg.pauseAnimations(); svg.setCurrentTime(0); } catch (e) {}
+  }
+  const caret = call(Document.prototype, "createElement", document, "style");
   caret.textContent = "*, *::before, *::after { caret-color: transparent !important; }";
-  (document.head || document.documentElement).appendChild(caret);
-  const body = document.body;
-  const height = Math.max(document.documentElement.scrollHeight, body ? body.scrollHeight : 0);
+  call(Node.prototype, "appendChild", doc("head") || doc("documentElement"), caret);
+  const body = doc("body");
+  const height = Math.max(doc("documentElement").scrollHeight, body ? body.scrollHeight : 0);
+  const shown = performance.getEntriesByType("navigation")[0];
   const summary = DOM_SUMMARY;
-  return { height, dom: limits.dom ? summary(limits) : null };
+  let dom = null, domError = null;
+  if (limits.dom) {
+    try { dom = summary(limits); } catch (e) { domError = String(e).toWellFormed().slice(0, 300); }
+  }
+  return { height, url: shown ? shown.name : null, dom, dom_error: domError };
 }"""
 
 
@@ -136,7 +177,10 @@ class _Page:
 
     def _route(self, route: Any) -> None:
         url = route.request.url
-        target = classify(url)
+        try:
+            target = classify(url)
+        except ValueError:  # a URL the router cannot read is not one it serves
+            target = Route("blocked")
         self.served[target.kind] = self.served.get(target.kind, 0) + 1
         if target.kind == "page":
             route.fulfill(status=200, content_type="text/html; charset=utf-8", body=self.html.encode("utf-8"))
@@ -167,10 +211,12 @@ class _Page:
         page = self.page
         page.set_default_timeout(timeout_ms)
         page.goto(PAGE_URL, wait_until="load", timeout=timeout_ms)
-        # One round trip: web fonts, animations settled as the screenshot will show them, page size, DOM.
-        settled = page.evaluate(self.worker.settle_script, {
-            "dom": config["dom_summary"], "max_texts": 120, "max_blocks": 40, "max_images": 40,
-            "max_height": config["max_height"]})
+        settled = self._settle({"dom": config["dom_summary"], "max_texts": 120, "max_blocks": 40, "max_images": 40,
+                                "max_height": config["max_height"]})
+        if settled["url"] != PAGE_URL:
+            return {"status": "error", "error": _plain(f"the page navigated away (to {settled['url']})")[:500]}, None
+        if settled["dom_error"]:
+            print(f"DOM summary failed: {settled['dom_error']}", file=sys.stderr)
         width = config["viewport_width"]
         page_height = int(settled["height"])
         # Clipped at max_height; short pages are shot at the viewport's height.
@@ -185,8 +231,29 @@ class _Page:
         }
         return header, png
 
+    def _settle(self, limits: dict[str, Any]) -> dict[str, Any]:
+        """Run :data:`SETTLE` in an isolated world of the page's main frame (one world per render)."""
+        frame = self.devtools.send("Page.getFrameTree")["frameTree"]["frame"]["id"]
+        world = self.devtools.send("Page.createIsolatedWorld", {"frameId": frame, "worldName": "colbench-settle"})
+        result = self.devtools.send("Runtime.evaluate", {
+            "expression": f"({self.worker.settle_script})({json.dumps(limits)})",
+            "contextId": world["executionContextId"], "awaitPromise": True, "returnByValue": True})
+        if "exceptionDetails" in result:
+            details = result["exceptionDetails"]
+            raise SettleError(_plain(details.get("exception", {}).get("description") or details.get("text", "")))
+        return result["result"]["value"]
+
     def close(self) -> None:
         self.context.close()
+
+
+class SettleError(RuntimeError):
+    """The settling script failed on this page (a page problem, reported as the render's ``error``)."""
+
+
+def _plain(text: str) -> str:
+    """Text that can be sent and saved as UTF-8 (page scripts can produce lone surrogates)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 class BrowserWorker:
@@ -247,9 +314,10 @@ class BrowserWorker:
             header, png = page.render(request)
         except PlaywrightTimeout as err:
             header = {"status": "timeout", "error": f"page did not finish in time: {str(err).splitlines()[0]}"}
-        except PlaywrightError as err:
+        except (PlaywrightError, SettleError) as err:
             status = "error" if self.browser.is_connected() else "crashed"
-            header = {"status": status, "error": str(err).splitlines()[0][:500] if str(err) else type(err).__name__}
+            message = str(err).splitlines()[0][:500] if str(err) else type(err).__name__
+            header = {"status": status, "error": _plain(message)}
         if page is not None:
             header.update(blocked_requests=page.blocked, blocked_urls=page.blocked_urls, served=page.served)
             if header["status"] == "ok":
