@@ -321,7 +321,11 @@ class TrajectoryWriter:
 
     def write(self, record: Mapping[str, Any]) -> None:
         line = json.dumps(json_safe(record), ensure_ascii=False) + "\n"
-        self._handle.write(line.encode("utf-8"))
+        try:
+            data = line.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (not Unicode) in some text: kept as a JSON escape
+            data = (json.dumps(json_safe(record)) + "\n").encode("ascii")
+        self._handle.write(data)
         self._handle.flush()
         if self.fsync:
             os.fsync(self._handle.fileno())

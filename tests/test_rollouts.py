@@ -476,3 +476,14 @@ def test_a_slow_environment_holds_back_only_its_own_episode(max_step_wait):
         assert backend.calls == [2, 2, 2, 2] and fast["timing"]["seconds"] >= 1.8
     else:  # the fast episode runs ahead in its own rounds
         assert fast["timing"]["seconds"] < 1.0 and len(backend.calls) > 4 and slow["timing"]["seconds"] >= 1.8
+
+
+def test_a_record_with_a_lone_surrogate_is_written_and_read_back(tmp_path):
+    # Text a page script wrote can hold a lone surrogate; the record is kept, escaped, not lost with the batch.
+    output = tmp_path / "rollouts.jsonl"
+    record = {"episode_id": "t/0", "task_id": "t", "dialogue_history": [{"role": "user", "content": "odd \ud800"}]}
+    with TrajectoryWriter(output) as writer:
+        writer.write(record)
+        writer.write({**record, "episode_id": "t/1", "dialogue_history": [{"role": "user", "content": "plain é"}]})
+    lines = output.read_bytes().decode("utf-8").splitlines()
+    assert [json.loads(line)["dialogue_history"][0]["content"] for line in lines] == ["odd \ud800", "plain é"]
