@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from colbench_gym.execution import Grader, TestStatus
+from colbench_gym.execution import sandbox as sandbox_module
 
 REFERENCE = "def solve(x):\n    return [x, x * 2, 'ok']\n"
 TESTS = {"t1": "solve(1)", "t2": "solve(2)"}
@@ -438,6 +439,106 @@ def test_killing_the_server_without_bubblewrap():
         assert degraded.grade(REFERENCE, REFERENCE, TESTS).score == 1.0
 
 
+# -- what an answer leaves behind -------------------------------------------------------------
+
+def _leave_traces(outside_the_work_dir: bool) -> str:
+    """An answer that leaves files, directories it locked and nested 1500 deep, and System V IPC
+    objects behind; it returns what it managed to make. Without bubblewrap, /tmp and /dev/shm are
+    the host's, which the test leaves alone."""
+    places = "('/tmp', '/dev', '/dev/shm', '/dev/mqueue')" if outside_the_work_dir else "()"
+    return _answer(
+        f"""
+made = []
+open('left.txt', 'w').write('x')
+for folder in {places}:
+    try:
+        open(folder + '/left', 'w').close()
+        made.append(folder)
+    except OSError:
+        pass
+os.makedirs('locked/inner', exist_ok=True)
+os.chmod('locked/inner', 0o500)
+os.chmod('locked', 0)
+here = os.open('.', os.O_RDONLY)
+for _ in range(1500):  # deeper than a recursive clean-up can go
+    os.mkdir('d')
+    os.chdir('d')
+os.fchdir(here)
+libc = ctypes.CDLL(None, use_errno=True)
+for kind, make in (('shm', lambda: libc.shmget(4242, 1 << 20, 0o1600)), ('sem', lambda: libc.semget(4242, 1, 0o1600)),
+                   ('msg', lambda: libc.msgget(4242, 0o1600))):
+    if make() >= 0:
+        made.append(kind)
+return made
+""",
+        "import ctypes, os\n",
+    )
+
+
+FIND_TRACES = _answer(
+    """
+found = os.listdir('.')
+for folder in ('/tmp', '/dev', '/dev/shm', '/dev/mqueue'):
+    try:
+        found += [folder + '/' + name for name in os.listdir(folder) if name == 'left']
+    except OSError:
+        pass
+for kind in ('shm', 'sem', 'msg'):
+    try:
+        with open('/proc/sysvipc/' + kind) as handle:
+            found += [kind] * (len(handle.read().splitlines()) - 1)
+    except OSError:
+        pass
+return found
+""",
+    "import os\n",
+)
+
+
+def _assert_nothing_is_left(single: Grader, uid: int | None = None) -> None:
+    reference = "def solve(x):\n    return []\n"
+    single.warm_up()
+    sandboxed = single.sandbox_mode == "bwrap"
+    made = single.grade(_leave_traces(sandboxed), reference, ONE_TEST).tests[0].detail
+    expected = ["/tmp", "/dev/shm", "/dev/mqueue"] if sandboxed else []  # /dev itself is read-only
+    if uid is not None:  # children of another user than the server's: /tmp is not theirs either
+        expected = [place for place in expected if place != "/tmp"]
+    assert made == f"returned {expected + ['shm', 'sem', 'msg']!r}"
+    found = single.grade(FIND_TRACES, reference, ONE_TEST)
+    assert found.score == 1.0, found.to_dict()
+    if uid is not None:
+        assert single.grade("import os\ndef uid():\n    return os.getuid()\n", f"def uid():\n    return {uid}\n",
+                            {"t": "uid()"}).score == 1.0
+
+
+@pytest.mark.filterwarnings("ignore::colbench_gym.execution.SandboxWarning")
+@pytest.mark.parametrize("mode", ["auto", "none"])
+def test_nothing_an_answer_leaves_reaches_the_next(mode):
+    if mode == "none" and os.geteuid() != 0:
+        pytest.skip("without bubblewrap, only root gives the server an IPC namespace of its own")
+    with Grader(workers=1, timeout_s=5.0, allow_code_execution=True, sandbox=mode) as single:
+        _assert_nothing_is_left(single)
+
+
+@pytest.mark.filterwarnings("ignore::colbench_gym.execution.SandboxWarning")
+@pytest.mark.parametrize("mode", ["auto", "none"])
+def test_nothing_is_left_when_children_drop_to_nobody(mode, monkeypatch):
+    if os.geteuid() != 0:
+        pytest.skip("children drop to nobody only when the grader runs as root")
+    # Root drops children to nobody when they can read the interpreter; pretend they can (they only
+    # use modules the server has already imported here).
+    monkeypatch.setattr(sandbox_module, "_world_readable", lambda path: True)
+    with Grader(workers=1, timeout_s=5.0, allow_code_execution=True, sandbox=mode) as single:
+        _assert_nothing_is_left(single, uid=65534)
+
+
+def test_shared_memory_is_size_limited(bwrap_grader):
+    # 3 MiB files (under the file size limit), 96 MiB in all: more than the 64 MiB of /dev/shm.
+    body = "for i in range(32):\n    with open(f'/dev/shm/{i}', 'wb') as handle:\n        handle.write(b'0' * (3 << 20))"
+    result = bwrap_grader.grade(_answer(body), REFERENCE, ONE_TEST)
+    assert result.score == 0 and "No space left on device" in result.tests[0].detail
+
+
 # -- the fork server's memory -----------------------------------------------------------------
 
 # Swaps min and max in the builtins of the process that forked this child (the fork server): the
@@ -477,6 +578,24 @@ def test_answer_cannot_rewrite_the_servers_memory(mode):
         wrong = single.grade("def lo(xs):\n    return 3\n", lowest, {"t": "lo([3, 1, 2])"})
         assert wrong.score == 0 and wrong.tests[0].detail == "returned 3"
         assert single.grade(lowest, lowest, {"t": "lo([3, 1, 2])"}).score == 1.0
+
+
+@pytest.mark.filterwarnings("ignore::colbench_gym.execution.SandboxWarning")
+def test_deep_tree_left_by_an_answer_that_kills_the_server():
+    # Without bubblewrap a child may kill the server before it wipes the work directory; the grader
+    # then removes it, nested deeper than any recursive removal can go.
+    body = (
+        "import os, signal\n"
+        "for _ in range(1500):\n"
+        "    os.mkdir('d')\n"
+        "    os.chdir('d')\n"
+        "os.kill(os.getppid(), signal.SIGKILL)\n"
+        "return [x, x * 2, 'ok']"
+    )
+    with Grader(workers=1, timeout_s=5.0, allow_code_execution=True, sandbox="none") as degraded:
+        result = degraded.grade(_answer(body), REFERENCE, ONE_TEST)
+        assert not result.infra_error, result.to_dict()
+        _assert_alive(degraded)
 
 
 # -- broken answers and tasks -----------------------------------------------------------------

@@ -13,8 +13,11 @@ pipe. The server forks a child and closes its copies at once; the child (never t
 the payload -- the code and the test calls -- so no code, reference or candidate, ever enters the
 server's memory, where a later child could find it. The child applies its resource limits, runs the code and every test call, and
 writes one frame per event to the result pipe, which leads straight back to the grader. When the
-child is gone the server kills every process left in the sandbox, wipes the work directory and
-reports an exit record (``_EXIT``: job id, wait status, CPU time, memory, page faults).
+child is gone the server kills every process left in the sandbox, wipes the work directory (and,
+inside bubblewrap, /tmp where children can write it, /dev/shm and /dev/mqueue), removes every
+System V IPC object when its IPC namespace is private (always inside bubblewrap; without it only if
+it could make one, i.e. as root), and reports an exit record (``_EXIT``: job id, wait status, CPU
+time, memory, page faults). Nothing a child leaves behind reaches the next one.
 
 A kill command (op ``k``) kills the running child, and everything it started, at once; ``s`` stops.
 
@@ -57,9 +60,9 @@ import os
 import re  # noqa: F401
 import resource
 import select
-import shutil
 import signal
 import socket
+import stat
 import string  # noqa: F401
 import struct
 import sys
@@ -357,6 +360,115 @@ def _harness(units, result_fd, nonce, cfg, encode, exit_when_done=True):
         _exit(0)
 
 
+def _empty_directory(root, keep=None):
+    """Delete everything under ``root`` (except the entry named ``keep``), never crossing into
+    another file system (bind mounts under /tmp), never following a symbolic link.
+
+    Iterative, with two descriptors open at most: a directory's subdirectories are moved up to
+    ``root`` before it is removed, so a tree of any depth or path length -- an answer may build
+    one on purpose -- is removed without recursion. A directory the answer made unreadable is
+    made readable again first (the wiping user owns everything the children made).
+    """
+    try:
+        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        device = os.fstat(root_fd).st_dev
+        with os.scandir(root_fd) as entries:
+            queue = [entry.name for entry in entries if entry.name != keep]
+        taken = set(queue)
+        taken.add(keep)
+        serial = 0
+        while queue:
+            name = queue.pop()
+            try:
+                info = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
+            except OSError:
+                continue
+            if info.st_dev != device:
+                continue
+            if not stat.S_ISDIR(info.st_mode):
+                try:
+                    os.unlink(name, dir_fd=root_fd)
+                except OSError:
+                    pass
+                continue
+            folder = _open_directory(name, root_fd, info.st_mode)
+            if folder is None:
+                continue
+            try:
+                with os.scandir(folder) as entries:
+                    inside = [entry.name for entry in entries]
+                for child in inside:
+                    try:
+                        info = os.stat(child, dir_fd=folder, follow_symlinks=False)
+                        if info.st_dev != device:
+                            continue
+                        if stat.S_ISDIR(info.st_mode):
+                            if info.st_mode & 0o200 == 0:  # moving a directory rewrites its ".."
+                                os.chmod(child, 0o700, dir_fd=folder)
+                            while f".wipe{serial}" in taken:
+                                serial += 1
+                            moved = f".wipe{serial}"
+                            os.rename(child, moved, src_dir_fd=folder, dst_dir_fd=root_fd)
+                            taken.add(moved)
+                            queue.append(moved)
+                        else:
+                            os.unlink(child, dir_fd=folder)
+                    except OSError:
+                        pass
+            finally:
+                os.close(folder)
+            try:
+                os.rmdir(name, dir_fd=root_fd)
+            except OSError:
+                pass
+    except OSError:
+        pass
+    finally:
+        os.close(root_fd)
+
+
+def _open_directory(name, parent_fd, mode):
+    """A descriptor of the directory ``name`` (a directory, not a link: checked by the caller),
+    first made readable and writable by its owner if the answer took that away; None on failure."""
+    try:
+        if mode & 0o700 != 0o700:
+            os.chmod(name, 0o700, dir_fd=parent_fd)
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+    except OSError:
+        return None
+
+
+_IPC_RMID = 0
+
+
+def _remove_sysv_ipc():
+    """Remove every System V shared memory segment, semaphore set and message queue in sight.
+
+    Only called where the IPC namespace is the sandbox's own (bubblewrap's ``--unshare-ipc``, or
+    one the server made for itself), so everything in it was made by a child. A segment still
+    attached somewhere is freed once detached; every child is dead by now anyway.
+    """
+    if _LIBC is None:
+        return
+    for kind, remove in (("shm", _LIBC.shmctl), ("sem", _LIBC.semctl), ("msg", _LIBC.msgctl)):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as handle:
+                lines = handle.read().splitlines()
+        except OSError:
+            continue
+        for line in lines[1:]:
+            fields = line.split()
+            if len(fields) < 2 or not fields[1].isdigit():
+                continue
+            if kind == "sem":
+                remove(int(fields[1]), 0, _IPC_RMID)
+            else:
+                remove(int(fields[1]), _IPC_RMID, None)
+
+
 # Control messages. Grader -> server: op (b"r" run, b"k" kill, b"s" stop) + job id; a run carries
 # three descriptors. Server -> grader: a JSON hello once, then one exit record per job:
 # b"x", job id, wait status (-1: none), child CPU seconds, max RSS (KiB), minor page faults.
@@ -374,7 +486,15 @@ class _Server:
         self.pending = collections.deque()
         self.pid1 = os.getpid() == 1
         self.workdir = cfg["workdir"]
-        self.wipe_roots = [self.workdir, "/tmp"] if cfg["wipe_tmp"] else [self.workdir]
+        # Directories emptied after every child: the work directory, the private /tmp when
+        # children can write it, and (inside bubblewrap) the sandbox's own /dev/shm and /dev/mqueue.
+        self.wipe_roots = [self.workdir]
+        if cfg["wipe_tmp"]:
+            self.wipe_roots.append("/tmp")
+        self.wipe_roots += cfg.get("wipe_dirs", [])
+        self.keep = {os.path.dirname(self.workdir): os.path.basename(self.workdir)}
+        self.drop_uid = cfg["drop_uid"]
+        self.private_ipc = _PRIVATE_IPC
         self.null_fd = os.open(os.devnull, os.O_RDONLY)
         self.poller = select.poll()
         self.poller.register(self.ctl_fd, select.POLLIN)
@@ -449,23 +569,26 @@ class _Server:
             if not found:
                 return
 
-    def wipe_workdir(self):
-        for root in self.wipe_roots:
+    def clean_up(self):
+        """Leave nothing of the last child for the next: files in the wiped directories, System V
+        IPC objects. Done under the children's user id when they have their own (inside bubblewrap
+        the server keeps no capability that would let it delete another user's files)."""
+        as_child = self.drop_uid is not None and os.geteuid() == 0
+        if as_child:
             try:
-                entries = os.scandir(root)
+                os.seteuid(self.drop_uid)
             except OSError:
-                continue
-            with entries:
-                for entry in entries:
-                    if entry.path == self.workdir:
-                        continue
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            shutil.rmtree(entry.path, ignore_errors=True)
-                        else:
-                            os.unlink(entry.path)
-                    except OSError:
-                        pass
+                as_child = False
+        try:
+            for root in self.wipe_roots:
+                _empty_directory(root, self.keep.get(root))
+            if self.private_ipc:
+                _remove_sysv_ipc()
+        finally:
+            if as_child:
+                os.seteuid(0)
+                # A change of effective user id resets the dumpable flag: set it again.
+                _make_undumpable(_LIBC)
 
     def wait_child(self, pid, job):
         """Wait for the child to end, serving commands meanwhile; return (status, rusage)."""
@@ -515,7 +638,7 @@ class _Server:
             os.close(fd)
         status, usage = self.wait_child(pid, job)
         self.reap_everything(pid)
-        self.wipe_workdir()
+        self.clean_up()
         self.send(_EXIT.pack(b"x", job, status, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, usage.ru_minflt))
 
     def shutdown(self):
@@ -530,6 +653,7 @@ class _Server:
             "uid": os.getuid(),
             "hash_randomization": sys.flags.hash_randomization,
             "dumpable": _DUMPABLE,
+            "private_ipc": _PRIVATE_IPC,
             "python": sys.version.split()[0],
         }
         self.send(json.dumps(hello).encode())
@@ -608,11 +732,14 @@ _PRCTL = None  # libc prctl, where ctypes works
 _SERVER_PID = 0
 _RANDOM = None  # the random module, only if the server imported it (a preload)
 _DUMPABLE = None  # PR_GET_DUMPABLE of the server after _make_undumpable: 0 is what we want
+_LIBC = None  # the C library through ctypes, or None
+_PRIVATE_IPC = False  # whether the server's IPC namespace holds nothing but the sandbox's objects
 
 _PR_SET_PDEATHSIG = 1
 _PR_GET_DUMPABLE = 3
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
+_CLONE_NEWIPC = 0x08000000
 
 
 def _load_libc():
@@ -623,6 +750,18 @@ def _load_libc():
         return ctypes.CDLL(None, use_errno=True)
     except Exception:  # noqa: BLE001
         return None
+
+
+def _unshare_ipc(libc):
+    """Move the server into an IPC namespace of its own (needs CAP_SYS_ADMIN: root without
+    bubblewrap); True if it did. Its children's System V objects can then be removed after each
+    one without touching anybody else's."""
+    if libc is None:
+        return False
+    try:
+        return libc.unshare(_CLONE_NEWIPC) == 0
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _make_undumpable(libc):
@@ -646,7 +785,7 @@ def _make_undumpable(libc):
 
 
 def _main():
-    global _LIMITS, _CPU_PER_TEST_S, _ENCODE, _PRCTL, _SERVER_PID, _RANDOM, _DUMPABLE
+    global _LIMITS, _CPU_PER_TEST_S, _ENCODE, _PRCTL, _SERVER_PID, _RANDOM, _DUMPABLE, _LIBC, _PRIVATE_IPC
     cfg = json.loads(sys.argv[1])
     sys.meta_path.insert(0, _SeededRandomFinder)
     sys.path[:] = [p for p in sys.path if p]  # never import from the working directory
@@ -673,16 +812,23 @@ def _main():
     os.environ.pop("PWD", None)  # set by bubblewrap's --chdir; the environment stays exactly ours
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     _SERVER_PID = os.getpid()
-    libc = _load_libc()
+    libc = _LIBC = _load_libc()
     _DUMPABLE = _make_undumpable(libc)
+    _PRIVATE_IPC = bool(cfg.get("private_ipc")) or _unshare_ipc(libc)
     _PRCTL = libc.prctl if libc is not None else None
     if os.getpid() != 1 and libc is not None:
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come back to us
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # die with the grader
     os.makedirs(cfg["workdir"], exist_ok=True)
-    if cfg["drop_uid"] is not None:
+    if cfg["drop_uid"] is not None and os.getpid() == 1:
+        # Inside bubblewrap the server has no CAP_CHOWN: a world-writable (sticky) directory instead,
+        # which nothing outside the sandbox can reach.
+        os.chmod(cfg["workdir"], 0o1777)
+    elif cfg["drop_uid"] is not None:
         os.chown(cfg["workdir"], cfg["drop_uid"], cfg["drop_gid"])
-    os.chmod(cfg["workdir"], 0o700)
+        os.chmod(cfg["workdir"], 0o700)
+    else:
+        os.chmod(cfg["workdir"], 0o700)
     os.chdir(cfg["workdir"])
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Line-buffered, so a child's prints reach the grader (which bounds them) as they happen. Made

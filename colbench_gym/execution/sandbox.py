@@ -6,16 +6,20 @@ One :class:`SandboxProcess` owns one fork server (``_sandbox_server.py``) starte
           --die-with-parent --new-session --as-pid-1 [--cap-drop ALL --cap-add CAP_SETUID,SETGID,KILL] \\
           --ro-bind /usr /usr --symlink usr/bin /bin ... --ro-bind /etc /etc \\
           --size <tmpfs> --tmpfs /tmp --ro-bind <python prefix> <python prefix> ... \\
-          --dev /dev --proc /proc --remount-ro / --chdir /tmp -- \\
+          --dev /dev --perms 1777 --size <tmpfs> --tmpfs /dev/shm --mqueue /dev/mqueue --remount-ro /dev \\
+          --proc /proc --remount-ro / --chdir /tmp -- \\
           python -s -P -c <server source> <config>
 
 The sandbox's filesystem is an allow-list: system directories and the Python installation,
-read-only, plus a small private ``/tmp``. Home directories, the project, data sets and anything
-else on the host simply do not exist inside. Its network namespace has no interfaces but a
-loopback that is down; its PID namespace contains only the server (PID 1, which cannot be killed
-from inside) and the current child. When the grader runs as root, children drop to ``nobody``.
-The server is non-dumpable, so a child -- even one with the server's user id -- cannot read or
-write its memory through ``/proc`` or ptrace (a warning says so if that could not be set).
+read-only, plus a small private ``/tmp`` and ``/dev/shm`` (``/dev`` itself is read-only). Home
+directories, the project, data sets and anything else on the host simply do not exist inside. Its
+network namespace has no interfaces but a loopback that is down; its PID namespace contains only
+the server (PID 1, which cannot be killed from inside) and the current child; its IPC namespace is
+its own. When the grader runs as root, children drop to ``nobody``. The server is non-dumpable, so
+a child -- even one with the server's user id -- cannot read or write its memory through ``/proc``
+or ptrace (a warning says so if that could not be set). After every child the server empties what
+children can write (work directory, ``/tmp``, ``/dev/shm``, ``/dev/mqueue``) and removes every
+System V IPC object in the sandbox: nothing one answer leaves behind reaches the next.
 
 The interpreter runs with ``-s -P`` and a fully controlled environment rather than ``-I``:
 ``-I`` also ignores ``PYTHONHASHSEED``, and a fixed hash seed is what makes set and dict orders --
@@ -30,7 +34,12 @@ after reaping the previous child and killing anything it left, so that clean-up 
 
 Without ``bwrap`` on ``PATH`` (or when it cannot create namespaces) the server runs as a plain
 process (``sandbox="none"``) with the same limits, clean environment and temporary directory, but
-with the host's filesystem and network visible; a :class:`SandboxWarning` says so.
+with the host's filesystem and network visible; a :class:`SandboxWarning` says so. There, what an
+answer writes outside its work directory (the host's ``/tmp``, ``/dev/shm``) stays, and System V
+IPC objects are removed after each child only when the server could give itself an IPC namespace
+(as root): in the host's namespace it cannot tell its children's objects from anybody else's.
+Unless children drop to ``nobody`` they share the server's user id and can kill it (their tests
+are then lost, never passed).
 """
 
 from __future__ import annotations
@@ -82,7 +91,7 @@ class SandboxSettings:
         memory_mb: address-space limit (``RLIMIT_AS``) of each child, in MiB.
         output_limit_bytes: stdout + stderr a child may print before it is killed.
         file_size_mb: largest file a child may write (``RLIMIT_FSIZE``).
-        tmpfs_mb: size of the sandbox's private ``/tmp`` (bubblewrap only).
+        tmpfs_mb: size of each of the sandbox's private ``/tmp`` and ``/dev/shm`` (bubblewrap only).
         max_processes: ``RLIMIT_NPROC`` of children (processes and threads of the sandbox user).
         open_files: ``RLIMIT_NOFILE`` of children.
         max_result_bytes: largest encoded return value of one test call.
@@ -261,9 +270,11 @@ def bwrap_command(bwrap: str, settings: SandboxSettings, python_dirs: list[str])
     for hidden in [*settings.hide_paths, *own_package]:
         if os.path.exists(hidden):
             args += ["--tmpfs", os.path.abspath(hidden)]
+    # /dev is bubblewrap's own (a few device nodes), read-only; POSIX shared memory and message
+    # queues get private, size-limited file systems there, emptied by the server after every child.
+    args += ["--dev", "/dev", "--perms", "1777", "--size", str(settings.tmpfs_mb << 20), "--tmpfs", "/dev/shm"]
+    args += ["--mqueue", "/dev/mqueue", "--remount-ro", "/dev"]
     args += [
-        "--dev",
-        "/dev",
         "--proc",
         "/proc",
         "--remount-ro",
@@ -412,6 +423,8 @@ class SandboxProcess:
             "ctl_fd": -1,
             "workdir": workdir,
             "wipe_tmp": mode == "bwrap" and not drop,
+            "wipe_dirs": ["/dev/shm", "/dev/mqueue"] if mode == "bwrap" else [],
+            "private_ipc": mode == "bwrap",  # --unshare-ipc
             "drop_uid": _NOBODY if drop else None,
             "drop_gid": _NOBODY if drop else None,
             "max_depth": settings.max_depth,
@@ -502,7 +515,7 @@ class SandboxProcess:
             self._stderr.close()
             self._stderr = None
         if self._tempdir is not None:
-            shutil.rmtree(self._tempdir, ignore_errors=True)
+            _remove_tree(self._tempdir)
             self._tempdir = None
 
     def cpu_seconds(self) -> float:
@@ -998,6 +1011,22 @@ def _outcome_from_status(status: Any, where: str) -> Outcome:
     if code == 71:
         return Outcome("infra", detail="the sandboxed child could not set itself up")
     return Outcome("crashed", detail=f"the process exited with code {code} {where} without returning")
+
+
+def _remove_tree(path: str) -> None:
+    """``rm -rf path``, whatever an answer left there (the server wipes after each child, but not
+    after its own death): ``shutil.rmtree`` recurses, so a tree nested deeper than the recursion
+    limit goes to ``rm``, which does not."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        pass
+    if os.path.lexists(path):
+        try:
+            subprocess.run(["rm", "-rf", "--one-file-system", "--", path], stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
 
 
 def _signal_name(sig: int) -> str:
