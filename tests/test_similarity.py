@@ -104,6 +104,100 @@ def test_metric_choice_is_explicit():
         make_similarity("clip", model="/nonexistent/clip-folder")
 
 
+def _png_of(array: np.ndarray, mode: str | None = None, **save) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    (Image.fromarray(array, mode) if mode else Image.fromarray(array)).save(buffer, format="PNG", **save)
+    return buffer.getvalue()
+
+
+def test_image_arrays_must_be_uint8():
+    """Other dtypes were cast silently: white floats in [0, 1] became black, int64 300 wrapped to 44, NaN to 0."""
+    metric = SSIMSimilarity()
+    white = np.full((64, 96, 3), 255, np.uint8)
+    for bad in (np.ones((64, 96, 3)), np.full((64, 96, 3), 300, np.int64), np.full((64, 96, 3), np.nan),
+                np.ones((64, 96, 3), bool)):
+        with pytest.raises(ValueError, match="uint8"):
+            metric.score(bad, white)
+        with pytest.raises(ValueError, match="uint8"):
+            metric.score(white, bad)
+    with pytest.raises(ValueError, match="shape"):
+        metric.score(np.zeros((64, 96, 2), np.uint8), white)
+    with pytest.raises(ValueError, match="empty"):
+        metric.score(np.zeros((0, 96, 3), np.uint8), white)
+    # gray HxW and HxWx1 arrays are the same picture as their RGB version
+    gray = page()[:, :, 1]
+    rgb = np.repeat(gray[:, :, None], 3, axis=2)
+    assert metric.score(gray, rgb) == 1.0 and metric.score(gray[:, :, None], rgb) == 1.0
+
+
+def test_transparency_is_shown_on_white():
+    metric = SSIMSimilarity()
+    white, black = np.full((80, 128, 3), 255, np.uint8), np.zeros((80, 128, 3), np.uint8)
+    clear_rgba = np.zeros((80, 128, 4), np.uint8)  # fully transparent black
+    assert metric.score(_png_of(clear_rgba), _png_of(white)) == 1.0
+    assert metric.score(_png_of(clear_rgba), _png_of(black)) < 0.01
+    assert metric.score(clear_rgba, white) == 1.0  # RGBA arrays too
+    assert metric.score(_png_of(np.zeros((80, 128, 2), np.uint8), "LA"), white) == 1.0
+    assert metric.score(_png_of(black[:, :, 0], transparency=0), white) == 1.0  # gray with a transparent colour
+    from PIL import Image
+
+    palette = Image.fromarray(black).convert("P")
+    palette.info["transparency"] = palette.getpixel((0, 0))
+    assert metric.score(palette, white) == 1.0
+    # an opaque RGBA screenshot is the same page as its RGB version
+    target = page()
+    opaque = np.dstack([target, np.full(target.shape[:2], 255, np.uint8)])
+    assert metric.score(_png_of(opaque), _png_of(target)) == 1.0
+    half = np.dstack([black, np.full((80, 128), 128, np.uint8)])  # black at half opacity: mid gray
+    assert metric.score(half, np.full((80, 128, 3), 127, np.uint8)) > 0.99
+
+
+def test_sixteen_bit_gray_is_scaled_not_clipped():
+    metric = SSIMSimilarity()
+    deep = np.zeros((64, 96), np.uint16)
+    deep[:, 48:] = 40000  # 40000 / 257 = 155.6
+    shallow = np.zeros((64, 96), np.uint8)
+    shallow[:, 48:] = 156
+    assert metric.score(_png_of(deep), shallow) == 1.0
+    assert metric.score(_png_of(deep), np.where(shallow > 0, 255, 0).astype(np.uint8)) < 0.999
+
+
+def test_undecodable_bytes_raise_value_error(tmp_path):
+    metric = SSIMSimilarity()
+    good = _png_of(page())
+    for bad in (b"", b"\x89PNG\r\n\x1a\nnonsense", good[: len(good) // 2]):
+        with pytest.raises(ValueError, match="could not decode"):
+            metric.score(bad, good)
+    path = tmp_path / "page.png"
+    path.write_bytes(good)
+    assert metric.score(str(path), good) == 1.0 and metric.score(path, good) == 1.0
+    with pytest.raises(FileNotFoundError):
+        metric.score(tmp_path / "missing.png", good)
+
+
+def test_resizing_is_bounded():
+    """A 5000x1 image used to be scaled to 1,280,000x256 float64 rows (10 GB)."""
+    metric = SSIMSimilarity()
+    cap = 16 * metric.width  # the documented bound: 4096 rows at the default width
+    assert metric.features(np.zeros((100, 1, 3), np.uint8)).shape == (cap, metric.width)  # was 25600 rows
+    sliver = np.zeros((5000, 1, 3), np.uint8)
+    assert metric.features(sliver).shape == (cap, metric.width)
+    assert 0.0 <= metric.score(sliver, page()) < 0.01
+    # the renderer's tallest screenshot (1280 x 4096) is scaled whole, never cut
+    tallest = np.zeros((4096, 1280), np.uint8)
+    tallest[-8:] = 255
+    features = metric.features(tallest)
+    assert features.shape == (819, metric.width) and features[-1].mean() > 200
+    # above the cap only the top is kept, at the same scale as the page's top
+    very_tall = np.zeros((cap * 5 + 500, metric.width), np.uint8)
+    assert np.array_equal(metric.features(very_tall), metric.features(very_tall[:cap]))
+    assert metric.features(np.zeros((1, 100_000, 3), np.uint8)).shape == (metric.window, metric.width)
+
+
 # -- CLIP with a tiny random model (no weights can be downloaded in tests) --------------------------
 
 @pytest.fixture(scope="module")
@@ -141,6 +235,20 @@ def test_clip_similarity_from_a_local_folder(tiny_clip_dir):
     assert metric.score(changed, tall) < 0.9999
     cropped = make_similarity("clip", model=str(tiny_clip_dir), crop=True)
     assert cropped.score(changed, tall) == pytest.approx(1.0, abs=1e-6)  # centre crop ignores the bottom
+
+
+def test_clip_reads_images_like_ssim(tiny_clip_dir):
+    """Both metrics read images through to_pil: same dtypes refused, same transparency rule."""
+    metric = make_similarity("clip", model=str(tiny_clip_dir))
+    white = np.full((80, 128, 3), 255, np.uint8)
+    for bad in (np.ones((80, 128, 3)), np.full((80, 128, 3), 300, np.int64), np.full((80, 128, 3), np.nan)):
+        with pytest.raises(ValueError, match="uint8"):
+            metric.score(bad, white)
+    with pytest.raises(ValueError, match="could not decode"):
+        metric.score(b"\x89PNGxx", _png_of(white))
+    clear = _png_of(np.zeros((80, 128, 4), np.uint8))
+    assert np.array_equal(metric.features(clear), metric.features(white))
+    assert metric.score(clear, _png_of(white)) == pytest.approx(1.0, abs=1e-6)
 
 
 def test_open_clip_backend_explains_itself_when_unavailable():
@@ -197,3 +305,42 @@ def test_win_rate_from_records_and_files(tmp_path):
         win_rate({"x": 1.0}, {"y": 1.0})
     with pytest.raises(ValueError, match="similarity"):
         per_task_scores([{"task_id": "x"}])
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "0.9", None, True, [0.9]])
+def test_win_rate_refuses_scores_that_are_not_finite_numbers(bad):
+    """A NaN used to count as a tie (0.75 below) and "0.9" as a score."""
+    with pytest.raises(ValueError, match="task 'a'"):
+        win_rate({"a": bad, "b": 0.5}, {"a": 0.9, "b": 0.4})
+    with pytest.raises(ValueError, match="task 'a'"):
+        win_rate({"a": 0.9, "b": 0.5}, {"a": bad, "b": 0.4})
+    if bad is not None:  # in a record, a None similarity means "use the reward"
+        with pytest.raises(ValueError, match="task 'a'.*'similarity'"):
+            per_task_scores([{"task_id": "a", "similarity": bad, "reward": 0.2}])
+
+
+def test_win_rate_records_and_files_are_checked(tmp_path):
+    assert per_task_scores([{"task_id": "a", "similarity": None, "reward": 0.7}]) == {"a": 0.7}
+    assert per_task_scores({"a": np.float32(0.5), "b": 1}) == {"a": 0.5, "b": 1.0}
+    path = tmp_path / "run.jsonl"
+    path.write_text('{"task_id": "a", "similarity": 0.9}\n{"task_id": "a", "similarity": NaN}\n')
+    with pytest.raises(ValueError, match="task 'a'"):
+        win_rate(path, {"a": 0.5})
+    path.write_text('{"task_id": "a", "similarity": 0.9}\n{"task_id": "a", "simil\n')
+    with pytest.raises(ValueError, match="line 2"):
+        per_task_scores(path)
+    with pytest.raises(ValueError, match="same task '1'"):
+        win_rate({1: 0.9, "1": 0.1}, {"1": 0.5})
+    with pytest.raises(TypeError, match="str"):
+        win_rate(["a"], {"a": 0.5})
+
+
+def test_tie_tolerance_must_be_finite_and_not_negative():
+    ours, theirs = {"a": 0.5, "b": 0.9}, {"a": 0.5, "b": 0.4}
+    for bad in (-1.0, -1e-9, float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match="tie_tolerance"):
+            win_rate(ours, theirs, tie_tolerance=bad)
+    exact = win_rate(ours, theirs, tie_tolerance=0)
+    assert (exact.wins, exact.ties, exact.losses) == (1, 1, 0)
+    loose = win_rate(ours, theirs, tie_tolerance=0.5)
+    assert (loose.wins, loose.ties, loose.losses) == (0, 2, 0) and loose.win_rate == 0.5

@@ -15,12 +15,17 @@ bytes, so each target page is embedded once) and ``compare(features_a, features_
 
     metric = make_similarity("ssim")
     metric.score(agent_png, target_png)          # 1.0 for the same screenshot
+
+Images are PNG/JPEG bytes, paths, PIL images or ``uint8`` arrays, read the same way by every metric
+(:func:`to_pil`): other array dtypes raise ``ValueError`` rather than being cast, and transparent
+pixels are shown on white, as a browser shows a page without a background.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import math
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -38,26 +43,79 @@ class SimilarityUnavailable(RuntimeError):
 
 
 def to_pil(image: ImageLike):
-    """PNG/JPEG bytes, a path, an ``HxWx3`` uint8 array or a PIL image -> RGB ``PIL.Image``."""
+    """An image -> an RGB ``PIL.Image``, the one entry point of every metric (SSIM and CLIP alike).
+
+    Accepted: PNG/JPEG bytes, a path to such a file, a PIL image, or a ``uint8`` array of shape
+    ``HxW`` (gray), ``HxWx1``, ``HxWx3`` (RGB) or ``HxWx4`` (RGBA). Any other array dtype raises
+    ``ValueError``: a float array has no agreed range (``[0, 1]`` or ``[0, 255]``) and casting an
+    ``int64`` one wraps 300 to 44, so convert explicitly, e.g. ``(array * 255).round().astype(np.uint8)``.
+    16-bit grayscale images are scaled to 8 bits; 32-bit integer and float images raise ``ValueError``.
+
+    Transparent pixels (RGBA, LA, or a palette or gray image with a transparent colour) are
+    composited onto white, the background a browser paints behind a page. Bytes that Pillow cannot
+    decode (empty, corrupt, truncated, a decompression bomb) raise ``ValueError``.
+    """
     from PIL import Image
 
     if isinstance(image, (bytes, bytearray)):
-        return Image.open(io.BytesIO(bytes(image))).convert("RGB")
+        return _flatten(_decode(bytes(image), f"{len(image)} bytes"))
     if isinstance(image, (str, Path)):
-        with Image.open(image) as opened:
-            return opened.convert("RGB")
+        return _flatten(_decode(Path(image).read_bytes(), str(image)))
     if isinstance(image, np.ndarray):
-        return Image.fromarray(np.asarray(image, dtype=np.uint8)).convert("RGB")
+        return _flatten(_from_array(image))
     if isinstance(image, Image.Image):
-        return image.convert("RGB")
-    raise TypeError(f"expected image bytes, a path, an array or a PIL image, got {type(image).__name__}")
+        return _flatten(image)
+    raise TypeError(f"expected image bytes, a path, a uint8 array or a PIL image, got {type(image).__name__}")
+
+
+def _decode(data: bytes, what: str):
+    from PIL import Image
+
+    try:
+        opened = Image.open(io.BytesIO(data))
+        opened.load()  # decoding is lazy: truncated data fails here, not later inside a metric
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
+        raise ValueError(f"could not decode the image ({what}): {type(err).__name__}: {err}") from err
+    return opened
+
+
+def _from_array(array: np.ndarray):
+    from PIL import Image
+
+    if array.dtype != np.uint8:
+        raise ValueError(
+            f"image arrays must be uint8 in 0..255, got dtype {array.dtype}; convert explicitly, e.g. "
+            "(array * 255).round().astype(np.uint8) for floats in [0, 1]")
+    if array.ndim == 3 and array.shape[2] == 1:
+        array = array[:, :, 0]
+    if not (array.ndim == 2 or (array.ndim == 3 and array.shape[2] in (3, 4))):
+        raise ValueError(f"image arrays must be HxW, HxWx1, HxWx3 or HxWx4, got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError(f"empty image array of shape {array.shape}")
+    return Image.fromarray(np.ascontiguousarray(array))
+
+
+def _flatten(image):
+    """RGB, with transparency composited onto white and 16-bit gray scaled to 8 bits."""
+    from PIL import Image
+
+    if image.mode.startswith("I;16"):
+        image = Image.fromarray((np.asarray(image, dtype=np.float64) / 257.0).round().astype(np.uint8))
+    elif image.mode in ("I", "F"):
+        raise ValueError(f"{image.mode!r} images (32-bit integer or float pixels) have no fixed range; "
+                         "convert them to 8 bits per channel first")
+    if image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in image.info:
+        rgba = image.convert("RGBA")
+        return Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
+    return image.convert("RGB")
 
 
 def _image_key(image: ImageLike) -> str | None:
     if isinstance(image, (bytes, bytearray)):
         return hashlib.sha256(bytes(image)).hexdigest()
     if isinstance(image, np.ndarray):
-        return hashlib.sha256(np.ascontiguousarray(image).tobytes() + str(image.shape).encode()).hexdigest()
+        shape = f"{image.shape}{image.dtype}".encode()
+        return hashlib.sha256(np.ascontiguousarray(image).tobytes() + shape).hexdigest()
     return None
 
 
@@ -145,9 +203,16 @@ class SSIMSimilarity(ImageSimilarity):
     the shorter one is then extended downwards by repeating its last row, as a taller browser
     window would show more page background. So an extra paragraph at the bottom costs little and
     a page of the wrong length costs in proportion. Scores below 0 are clipped to 0.
+
+    Images taller than ``MAX_ASPECT`` (16) times their width keep only their top part, so the scaled
+    image has at most ``16 * width`` rows (4096 at the default width): a renderer screenshot (1280
+    wide, at most 4096 rows) is never cut, and a degenerate 5000x1 image cannot blow up to 1.28M x 256.
+    Inputs are read by :func:`to_pil` (uint8 arrays only; transparency on white).
     """
 
     name = "ssim"
+    MAX_ASPECT = 16
+    """Most rows per column kept before scaling: 5x a 1280x4096 screenshot's 3.2."""
 
     def __init__(self, width: int = 256, window: int = 7, cache_size: int = 4096):
         super().__init__(cache_size)
@@ -160,7 +225,12 @@ class SSIMSimilarity(ImageSimilarity):
         from PIL import Image
 
         gray = to_pil(image).convert("L")
-        height = max(self.window, round(gray.height * self.width / gray.width))
+        max_rows = self.MAX_ASPECT * self.width
+        # Crop before scaling so that the resize itself never allocates more than max_rows x width.
+        kept_rows = min(gray.height, math.ceil(max_rows * gray.width / self.width))
+        if kept_rows < gray.height:
+            gray = gray.crop((0, 0, gray.width, kept_rows))
+        height = min(max_rows, max(self.window, round(gray.height * self.width / gray.width)))
         return np.asarray(gray.resize((self.width, height), Image.Resampling.BOX), dtype=np.float64)
 
     def compare(self, features_a: np.ndarray, features_b: np.ndarray) -> float:
