@@ -160,3 +160,80 @@ def test_max_chars_is_respected():
     assert len(simulator.reply(request).text) <= 60
     with pytest.raises(ValueError):
         OfflineFrontendSimulator(max_points=0)
+
+
+# -- text in any script ----------------------------------------------------------------------------
+
+def page_with(texts, width=1280):
+    dom = target_dom()
+    dom["texts"], dom["width"] = texts, width
+    return dom
+
+
+def test_chinese_text_is_compared():
+    """Only [a-z0-9] counted as words: a completely different Chinese headline 'looked just like' the target."""
+    target = page_with([text("欢迎来到我们的餐厅", 20, 36, "h1", weight=700, color=WHITE, background=GREEN),
+                        text("我们提供最好的中国菜，新鲜的食材和传统的烹饪方法。", 200, 16, "p")])
+    wrong = page_with([text("完全不同的标题文字", 20, 36, "h1", weight=700, color=WHITE, background=GREEN),
+                       text("我们提供最好的中国菜，新鲜的食材和传统的烹饪方法。", 200, 16, "p")])
+    reply = ask(wrong, target=target).text
+    assert 'A heading near the top should say "欢迎来到我们的餐厅".' in reply, reply
+    assert 'Your page shows "完全不同的标题文字", which mine doesn\'t have.' in reply, reply
+    assert ask(copy.deepcopy(target), target=target).text == "That looks just like the page I want."
+    # the same heading with one character changed still matches (it is the style that differs)
+    close = page_with([text("欢迎来到我们的饭店", 20, 16, "h1", weight=700, color=WHITE, background=GREEN),
+                       target["texts"][1]])
+    assert '"欢迎来到我们的餐厅" should be much larger.' in ask(close, target=target).text
+
+
+@pytest.mark.parametrize("heading", ["مَرْحَبًا بكم في متجرنا", "हमारी दुकान में आपका स्वागत है", "ยินดีต้อนรับสู่ร้านของเรา",
+                                     "ようこそ私たちの店へ", "Добро пожаловать в наш магазин"])
+def test_heading_size_is_noticed_in_any_script(heading):
+    target = page_with([text(heading, 20, 36, "h1", weight=700)])
+    small = page_with([text(heading, 20, 14, "h1", weight=700)])
+    assert ask(small, target=target).text == f'One difference: "{heading}" should be much larger.'
+
+
+def test_quotes_without_spaces_are_cut_at_a_character_budget():
+    long_heading = "我们的餐厅提供最好的中国菜" * 10
+    reply = ask(page_with([]), target=page_with([text(long_heading, 20, 36, "h1")])).text
+    quoted = reply.split('should say "', 1)[1].split('"', 1)[0]
+    assert quoted.endswith("…") and long_heading.startswith(quoted[:-1])
+    assert len(quoted) - 1 == 30  # 60 columns of double-width characters
+    # a short first word does not swallow the budget: this used to be quoted as "Menu…"
+    mixed = "Menu " + "我们的餐厅提供最好的中国菜" * 10
+    reply = ask(page_with([]), target=page_with([text(mixed, 20, 36, "h1")])).text
+    quoted = reply.split('should say "', 1)[1].split('"', 1)[0]
+    assert quoted == mixed[:5 + 27] + "…"  # 5 + 2 * 27 = 59 columns
+    # accents take no room, and a cut never separates a letter from its vowel sign
+    for heading, expected in (("e\u0301" * 80, "e\u0301" * 60), ("a" + "कि" * 40, "a" + "कि" * 29)):
+        reply = ask(page_with([]), target=page_with([text(heading, 20, 36, "h1")])).text
+        assert reply.split('should say "', 1)[1].split('"', 1)[0] == expected + "…"
+
+
+def test_replies_in_other_scripts_stay_short_and_deterministic():
+    texts = [text(("标题" * 40) + str(i), 40 * i, 30 if i % 3 == 0 else 16, "h2" if i % 3 == 0 else "p")
+             for i in range(60)]
+    target = page_with(texts)
+    agent = page_with([dict(t, text=t["text"][::-1], font_size=12) for t in texts])
+    first, second = ask(agent, target=target), ask(copy.deepcopy(agent), target=copy.deepcopy(target))
+    assert first.text == second.text and len(first.text) <= 1000
+    assert "<" not in first.text and "class=" not in first.text
+
+
+# -- positions are fractions of the window, not of the scrollable width --------------------------------
+
+def test_overflow_does_not_move_the_centre():
+    """A 4000px-wide invisible strip made the scroll width 4000: 'should be centred' about a centred title."""
+    centred = [text("Centered Title Here", 32, 36, "h1", x=480, w=320, weight=700),
+               text("Some body text for the page.", 120, 16, "p", w=1248)]
+    target = page_with(centred)
+    wide = page_with(copy.deepcopy(centred), width=4000)  # the DOM summary's width is the scroll width
+    assert ask(wide, target=target).text == "That looks just like the page I want."
+    assert ask(copy.deepcopy(target), target=page_with(copy.deepcopy(centred), width=4000)).text == \
+        "That looks just like the page I want."
+    left = page_with([dict(centred[0], x=16), centred[1]], width=4000)
+    assert '"Centered Title Here" should be centred.' in ask(left, target=target).text
+    # without screenshots the summary's width is all there is
+    assert PageComparison(wide, target).width == 1280 and PageComparison(wide, target).agent_width == 4000
+    assert PageComparison(wide, target, TARGET_PNG, TARGET_PNG).agent_width == 1280

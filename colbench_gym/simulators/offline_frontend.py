@@ -9,8 +9,11 @@ says the most salient points in a few plain sentences (at most ``max_chars`` cha
   one page but not the other (from the pixels);
 * sections present in one page only (navigation bar, footer, sidebar, form, table);
 * text: headings and passages the target has and the agent's page lacks, text that should not be
-  there, and headings that should be larger, bolder, centred or another colour;
-* layout: columns side by side versus stacked, images missing or extra, page length.
+  there, and headings that should be larger, bolder, centred or another colour (texts are matched
+  by their words in any script; Chinese, Japanese, Thai and other scripts written without spaces
+  by their character pairs);
+* layout: columns side by side versus stacked, images missing or extra, page length (positions are
+  fractions of the browser window's width, read from the screenshot, not of the scrollable width).
 
 Each difference gets a salience (how much of the picture it changes, how prominent the text is);
 the top ones are said, most salient first. Without an agent page (the agent asked a question) the
@@ -21,8 +24,10 @@ always get the same answer.
 from __future__ import annotations
 
 import colorsys
+import functools
 import io
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,8 +107,45 @@ def _different(a: RGB | None, b: RGB | None, threshold: float = 60.0) -> bool:
 
 # -- text ----------------------------------------------------------------------------------------
 
-def _words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z0-9]+", text.lower()))
+# Scripts written without spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Myanmar):
+# each run of their characters counts as its overlapping character bigrams instead of one word.
+_UNSPACED = ("\u0e00-\u0eff"  # Thai, Lao
+             "\u1000-\u109f"  # Myanmar
+             "\u1780-\u17ff\u19e0-\u19ff"  # Khmer
+             "\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f"  # Hiragana, Katakana
+             "\u3005\u3006\u3100-\u312f\u31a0-\u31bf"  # ideographic iteration marks, Bopomofo
+             "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f")  # CJK ideographs
+_UNSPACED_PIECES = re.compile(f"[{_UNSPACED}]+|[^{_UNSPACED}]+")
+_UNSPACED_RUN = re.compile(f"[{_UNSPACED}]+")
+
+
+def _word_runs(text: str) -> list[str]:
+    """Runs of letters and digits of any script, with their combining marks (Arabic vowels, Hindi
+    vowel signs), which ``\\w`` alone would split words at."""
+    runs: list[str] = []
+    current: list[str] = []
+    for char in text:
+        if char.isalnum() or (current and unicodedata.category(char).startswith("M")):
+            current.append(char)
+        elif current:
+            runs.append("".join(current))
+            current = []
+    if current:
+        runs.append("".join(current))
+    return runs
+
+
+@functools.lru_cache(maxsize=8192)
+def _words(text: str) -> frozenset[str]:
+    """The word tokens of a text, in any script (case- and width-folded, NFKC)."""
+    tokens: set[str] = set()
+    for run in _word_runs(unicodedata.normalize("NFKC", text).casefold()):
+        for piece in _UNSPACED_PIECES.findall(run):
+            if _UNSPACED_RUN.fullmatch(piece) and len(piece) > 1:
+                tokens.update(piece[i:i + 2] for i in range(len(piece) - 1))
+            else:
+                tokens.add(piece)
+    return frozenset(tokens)
 
 
 def _overlap(a: str, b: str) -> float:
@@ -113,9 +155,31 @@ def _overlap(a: str, b: str) -> float:
     return len(wa & wb) / len(wa | wb)
 
 
+def _columns(char: str) -> int:
+    """Display width: East Asian wide and full-width characters take two columns, accents none."""
+    if unicodedata.category(char) in ("Mn", "Me"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
 def _quote(text: str, limit: int = 60) -> str:
-    text = text.strip()
-    return f'"{text}"' if len(text) <= limit else f'"{text[:limit].rsplit(" ", 1)[0]}…"'
+    """``text`` in quotes, cut to about ``limit`` columns: at a space when one falls in the second half
+    of the budget, else (text without spaces, one long word) at the budget itself, never between a
+    letter and its combining marks."""
+    text = " ".join(text.split())
+    used, end = 0, 0
+    while end < len(text) and used + _columns(text[end]) <= limit:
+        used += _columns(text[end])
+        end += 1
+    if end == len(text):
+        return f'"{text}"'
+    space = text.rfind(" ", 0, end + 1)
+    if space > 0 and used - sum(map(_columns, text[space:end])) >= limit // 2:
+        end = space
+    else:
+        while end > 1 and unicodedata.category(text[end]).startswith("M"):
+            end -= 1
+    return f'"{text[:end].rstrip()}…"'
 
 
 def _is_heading(block: dict[str, Any]) -> bool:
@@ -154,6 +218,25 @@ def _band_colours(png: bytes, bands: int = 3, height: int = 800) -> list[RGB]:
     return colours
 
 
+def viewport_width(dom: dict[str, Any], png: bytes | None, default: float = 1280.0) -> float:
+    """The width of the browser window the page was laid out in, in CSS pixels.
+
+    The screenshot is exactly the viewport wide (device scale 1), so its width comes first; then a
+    ``viewport_width`` in the DOM summary; then the DOM's ``width``, the page's *scroll* width, which
+    is larger than the window when something overflows (an invisible 4000px-wide strip would
+    otherwise move the page's centre to x = 2000).
+    """
+    if png:
+        from PIL import Image
+
+        try:
+            with Image.open(io.BytesIO(png)) as image:  # reads the header only
+                return float(image.width)
+        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+            pass
+    return float(dom.get("viewport_width") or dom.get("width") or default)
+
+
 # -- the comparison ---------------------------------------------------------------------------------
 
 class PageComparison:
@@ -165,7 +248,8 @@ class PageComparison:
         self.target = target_dom or {}
         self.agent_png = agent_png
         self.target_png = target_png
-        self.width = float(self.target.get("width") or 1280)
+        self.width = viewport_width(self.target, target_png)
+        self.agent_width = viewport_width(self.agent, agent_png)
         self.target_height = float(self.target.get("height") or 800)
 
     def differences(self) -> list[Difference]:
@@ -198,7 +282,8 @@ class PageComparison:
         if tag in _SECTION_TAGS:
             return tag
         height = float(dom.get("height") or 800)
-        wide = block.get("w", 0) >= 0.9 * self.width
+        width = self.agent_width if dom is self.agent else self.width
+        wide = block.get("w", 0) >= 0.9 * width
         if wide and block.get("own_background") and block.get("depth", 9) <= 2:
             if block.get("y", 0) <= 4 and block.get("h", 0) < 200:
                 return "header"
@@ -289,7 +374,7 @@ class PageComparison:
 
     def _match_texts(self, wanted: list[dict[str, Any]], present: list[dict[str, Any]]) -> dict[int, int]:
         """One-to-one matching of target to agent text blocks: same words first, then same kind and place."""
-        agent_width = float(self.agent.get("width") or 1280)
+        agent_width = self.agent_width
         pairs: list[tuple[float, int, int]] = []
         for i, want in enumerate(wanted):
             for j, have in enumerate(present):
@@ -324,7 +409,7 @@ class PageComparison:
         if colour_w and _different(colour_w, colour_h, 90):
             out.append(Difference(0.2 + 0.35 * weight, f"{label} should be {colour_name(colour_w)}.", "text_colour"))
         centre_w = (want.get("x", 0) + want.get("w", 0) / 2) / self.width
-        centre_h = (have.get("x", 0) + have.get("w", 0) / 2) / float(self.agent.get("width") or 1280)
+        centre_h = (have.get("x", 0) + have.get("w", 0) / 2) / self.agent_width
         narrow = want.get("w", 0) < 0.8 * self.width
         if narrow and _is_heading(want) and abs(centre_w - 0.5) < 0.05 and abs(centre_h - 0.5) > 0.15:
             out.append(Difference(0.2 + 0.3 * weight, f"{label} should be centred.", "alignment"))
