@@ -358,12 +358,51 @@ def test_subclass_with_lying_eq(grader):
 
 @pytest.mark.parametrize(
     "body, status",
-    [("import sys\nsys.exit(0)", TestStatus.ERROR), ("import os\nos._exit(0)", TestStatus.CRASHED)],
-    ids=["sys.exit", "os._exit"],
+    [
+        ("import sys\nsys.exit(0)", TestStatus.ERROR),
+        ("import os\nos._exit(0)", TestStatus.CRASHED),
+        # 71 is the status of a child that could not set itself up (an infrastructure error, which
+        # makes trainers drop the episode): from the answer, it is just a crash.
+        ("import os\nos._exit(71)", TestStatus.CRASHED),
+    ],
+    ids=["sys.exit", "os._exit", "os._exit(71)"],
 )
 def test_exit_before_returning(grader, body, status):
     result = grader.grade(_answer(body), REFERENCE, TESTS)
-    assert result.score == 0 and _statuses(result) == {status}
+    assert result.score == 0 and _statuses(result) == {status} and not result.infra_error
+    _assert_alive(grader)
+
+
+def test_exit_71_while_defining_the_answer(grader):
+    result = grader.grade("import os\nos._exit(71)\n", REFERENCE, TESTS)
+    assert result.score == 0 and _statuses(result) == {TestStatus.CRASHED} and not result.infra_error
+
+
+# The harness's own frame writer, found from the answer's frame: it sends well-framed bodies.
+FORGE = """
+import json, sys
+frame = sys._getframe(0)
+while frame and 'send_data' not in frame.f_locals:
+    frame = frame.f_back
+send = frame.f_locals['send_data']
+"""
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        ["c", 10**400, 0],  # a complex whose real part no float can hold
+        ["I", "z"],  # not hexadecimal
+        ["s", ["l", 1]],  # unhashable set item
+        ["x", 1],  # unknown tag
+    ],
+    ids=["overflowing-complex", "bad-hex", "unhashable", "unknown-tag"],
+)
+def test_forged_undecodable_frame_is_the_answers_crash(grader, value):
+    body = FORGE + f"send(json.dumps(['ok', 0, {value!r}]).encode())\nreturn [x, x * 2, 'ok']"
+    result = grader.grade(_answer(body), REFERENCE, TESTS)
+    assert result.score == 0 and not result.infra_error, result.to_dict()
+    assert result.tests[0].status is TestStatus.CRASHED and "malformed result" in result.tests[0].detail
     _assert_alive(grader)
 
 

@@ -28,7 +28,9 @@ rewrite the server -- hence every later child, references included. Children inh
 The payload is ``{"units": [{"code": str, "tests": [call, ...]}, ...], "nonce": hex}``: an answer
 is one unit; a batch of references is several, run one after the other in fresh namespaces.
 
-Result frames: ``MAGIC + nonce(16 bytes) + length(4 bytes, little-endian) + JSON body``. For each
+Result frames: ``MAGIC + nonce(16 bytes) + length(4 bytes, little-endian) + JSON body``. First
+``["start"]``, once the child is set up and before any code runs: an exit before it is the
+sandbox's failure (status 71: the child could not set itself up), after it the code's. For each
 unit: ``["ready"]`` once its code is defined, or ``["setup", kind, detail]`` if that failed;
 ``["ok", i, value]``, ``["err", i, exception_type, message]``, ``["mem", i, message]``,
 ``["unser", i, reason]``, ``["big", i, size]``, ``["fsz", i, exception_type, message]`` (a file
@@ -301,6 +303,8 @@ def _harness(units, result_fd, nonce, cfg, encode, exit_when_done=True):
         except _BaseException:
             pass
 
+    # Before any code runs: from here on, whatever ends this process is the code's doing.
+    send_data(b'["start"]')
     for unit_index, (code, tests) in enumerate(units):
         if unit_index and pristine_builtins is not None:
             builtins_dict.clear()

@@ -115,7 +115,7 @@ def decode_value(node: Any, depth: int = 0, max_depth: int = 200) -> Any:
             return OpaqueValue(items[0], items[1])
     except TypeError as err:  # an unhashable item inside a set or a dict key
         raise ProtocolError(f"invalid encoded container: {err}") from None
-    except ValueError as err:
+    except (ValueError, OverflowError) as err:
         raise ProtocolError(f"invalid encoded scalar: {err}") from None
     raise ProtocolError(f"unknown tag {tag!r}")
 

@@ -711,7 +711,12 @@ class SandboxProcess:
             for body in bodies:
                 if attempt.phase == "protocol":
                     break
-                self._on_frame(body, attempt)
+                try:
+                    self._on_frame(body, attempt)
+                except Exception as err:  # noqa: BLE001 (a frame the child forged: its failure, not ours)
+                    reason = str(err) if isinstance(err, ProtocolError) else f"{type(err).__name__} while decoding"
+                    attempt.protocol(reason[:300])
+                    break
                 if kill_sent_at is None:
                     deadline = time.monotonic() + (_EXIT_GRACE_S if attempt.phase == "done" else timeout)
             if attempt.phase == "protocol":
@@ -857,6 +862,12 @@ class SandboxProcess:
             attempt.protocol("malformed frame")
             return
         tag = body[0]
+        if not attempt.started:
+            if tag == "start" and len(body) == 1:
+                attempt.started = True
+            else:
+                attempt.protocol(f"frame {tag!r} before the start")
+            return
         unit = attempt.unit
         units = len(attempt.sizes)
         if phase == "setup":
@@ -878,11 +889,7 @@ class SandboxProcess:
             attempt.protocol(f"unexpected frame {tag!r}")
             return
         if tag == "ok" and len(body) == 3:
-            try:
-                outcome = Outcome("value", decode_value(body[2]))
-            except (ProtocolError, RecursionError) as err:
-                attempt.protocol(str(err))
-                return
+            outcome = Outcome("value", decode_value(body[2]))
         elif tag == "err" and len(body) == 4:
             outcome = Outcome("error", detail=f"{body[2]}: {body[3]}"[:500])
         elif tag == "fsz" and len(body) == 4:
@@ -917,7 +924,7 @@ class SandboxProcess:
         elif attempt.server_died:
             attempt.failure = self._server_death_outcome(f"sandbox server died {where}")
         else:
-            attempt.failure = _outcome_from_status(exit_status, where)
+            attempt.failure = _outcome_from_status(exit_status, where, attempt.started)
 
     def _server_death_outcome(self, detail: str) -> Outcome:
         return Outcome("infra" if self.server_protected else "crashed", detail=detail)
@@ -975,6 +982,7 @@ class _Attempt:
     in_setup: bool = False
     server_died: bool = False
     not_started: bool = False
+    started: bool = False  # the child reported ["start"]: from then on, its exit is the code's doing
     payload_closed: bool = False
     protocol_error: str = ""
     output: bytes = b""
@@ -992,7 +1000,9 @@ class _Attempt:
             self.phase = "protocol"
 
 
-def _outcome_from_status(status: Any, where: str) -> Outcome:
+def _outcome_from_status(status: Any, where: str, started: bool) -> Outcome:
+    """What a child's wait status means; exit code 71 is the child's own set-up failing, an
+    infrastructure error, only before it reported ``["start"]`` (after that, code could exit 71)."""
     if not isinstance(status, int):
         return Outcome("crashed", detail=f"the process ended {where} without reporting")
     if os.WIFSIGNALED(status):
@@ -1008,7 +1018,7 @@ def _outcome_from_status(status: Any, where: str) -> Outcome:
             return Outcome("crashed", detail=f"segmentation fault {where} (stack overflow?)")
         return Outcome("crashed", detail=f"killed by {name} {where}")
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
-    if code == 71:
+    if code == 71 and not started:
         return Outcome("infra", detail="the sandboxed child could not set itself up")
     return Outcome("crashed", detail=f"the process exited with code {code} {where} without returning")
 
