@@ -235,6 +235,16 @@ def test_clip_similarity_from_a_local_folder(tiny_clip_dir):
     assert metric.score(changed, tall) < 0.9999
     cropped = make_similarity("clip", model=str(tiny_clip_dir), crop=True)
     assert cropped.score(changed, tall) == pytest.approx(1.0, abs=1e-6)  # centre crop ignores the bottom
+    # A strip 1 pixel tall is cut to its centre before the crop's resize (which would be 32 x 40960 here).
+    strip = np.zeros((1, 1280, 3), np.uint8)
+    strip[0, 620:660] = 255
+    assert cropped.score(strip, strip) == pytest.approx(1.0, abs=1e-5)
+    from PIL import Image
+
+    from colbench_gym.rewards.clip import _limit_aspect
+
+    assert _limit_aspect(Image.fromarray(strip)).size == (16, 1)
+    assert _limit_aspect(Image.fromarray(tall)).size == Image.fromarray(tall).size  # 3.2:1 is left whole
 
 
 def test_clip_reads_images_like_ssim(tiny_clip_dir):

@@ -155,6 +155,8 @@ class ClipSimilarity(ImageSimilarity):
 
     # -- features -----------------------------------------------------------------------------
     def _pixel_values(self, images: list) -> Any:
+        if self.crop:
+            images = [_limit_aspect(image) for image in images]
         if self.backend == "open_clip":
             if not self.crop:
                 size = getattr(getattr(self.model, "visual", None), "image_size", 224)
@@ -199,3 +201,17 @@ class ClipSimilarity(ImageSimilarity):
 
     def describe(self) -> dict[str, Any]:
         return {"metric": self.name, "model": self.model_name, "backend": self.backend, "crop": self.crop}
+
+
+def _limit_aspect(image: Any, max_aspect: int = 16) -> Any:
+    """CLIP's crop keeps the centre square after resizing the short side to the input size: an extreme strip
+    (a 1-pixel-tall screenshot) is first cut to its centre, so that the resize before the crop stays small."""
+    width, height = image.size
+    longest = max_aspect * max(1, min(width, height))
+    if width > longest:
+        left = (width - longest) // 2
+        return image.crop((left, 0, left + longest, height))
+    if height > longest:
+        top = (height - longest) // 2
+        return image.crop((0, top, width, top + longest))
+    return image

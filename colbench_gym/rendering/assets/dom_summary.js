@@ -122,6 +122,7 @@
 
   return {
     title: clean(titleOf(document) || "").slice(0, 120),
+    viewport_width: vw,
     width: Math.max(root.scrollWidth, body.scrollWidth),
     height: Math.max(root.scrollHeight, body.scrollHeight),
     background: background(body),
