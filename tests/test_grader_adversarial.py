@@ -13,6 +13,7 @@ import pytest
 
 from colbench_gym.execution import Grader, TestStatus
 from colbench_gym.execution import sandbox as sandbox_module
+from colbench_gym.execution.codec import MAX_ITEMS_PER_HASH, OpaqueValue, ProtocolError, decode_value
 
 REFERENCE = "def solve(x):\n    return [x, x * 2, 'ok']\n"
 TESTS = {"t1": "solve(1)", "t2": "solve(2)"}
@@ -576,6 +577,40 @@ def test_shared_memory_is_size_limited(bwrap_grader):
     body = "for i in range(32):\n    with open(f'/dev/shm/{i}', 'wb') as handle:\n        handle.write(b'0' * (3 << 20))"
     result = bwrap_grader.grade(_answer(body), REFERENCE, ONE_TEST)
     assert result.score == 0 and "No space left on device" in result.tests[0].detail
+
+
+# -- forged frames that would be slow to decode ------------------------------------------------
+
+COLLIDING = (1 << 61) - 1  # hash(k * COLLIDING) == 0 for every int k
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "['s'] + [k * M for k in range(1, 60000)]",
+        "['f'] + [['t', k * M] for k in range(1, 60000)]",  # tuples inherit their items' collisions
+        "['d'] + [v for k in range(1, 60000) for v in (k * M, 0)]",
+    ],
+    ids=["set", "frozenset-of-tuples", "dict"],
+)
+def test_forged_hash_collisions_are_rejected_at_once(grader, value):
+    # 60000 items sharing one hash: ~2e9 comparisons to build the set, on the grader's thread.
+    body = FORGE + f"M = {COLLIDING}\nsend(json.dumps(['ok', 0, {value}]).encode())\nreturn [x, x * 2, 'ok']"
+    start = time.monotonic()
+    result = grader.grade(_answer(body), REFERENCE, ONE_TEST)
+    assert time.monotonic() - start < 5 * TIMEOUT_S
+    assert result.tests[0].status is TestStatus.CRASHED and "share a hash" in result.tests[0].detail
+    _assert_alive(grader)
+
+
+def test_decoder_bounds_hash_collisions_but_keeps_honest_values():
+    with pytest.raises(ProtocolError, match="share a hash"):
+        decode_value(["s", *[k * COLLIDING for k in range(MAX_ITEMS_PER_HASH + 1)]])
+    few = [k * COLLIDING for k in range(MAX_ITEMS_PER_HASH)]
+    assert decode_value(["s", *few, -1, -2]) == {*few, -1, -2}  # a few collisions are honest
+    # Equal items may share a hash however many there are (two opaque values with one repr).
+    assert decode_value(["s", *[["o", "m.P", "P()"]] * 1000]) == {OpaqueValue("m.P", "P()")}
+    assert decode_value(["d", *[1, "a"] * 1000, 2, "b"]) == {1: "a", 2: "b"}
 
 
 # -- the fork server's memory -----------------------------------------------------------------

@@ -6,11 +6,17 @@ objects made by this process only -- ``int``, ``float``, ``str``, ``list``, ``tu
 ``set`` ... -- and :class:`OpaqueValue` for anything else. Equality is then computed on trusted
 objects: a candidate's ``__eq__`` never runs in the grader. Every malformed input raises
 :class:`ProtocolError`; the caller records it as a failed test, never a pass.
+
+A child can write any frame it likes (the harness's writer is reachable from the answer), so
+decoding is bounded by the frame's size: nesting depth is capped, and a set or dict whose items
+were crafted to share one hash value -- which would make building it quadratic, minutes of the
+grader's time for one frame -- is rejected (:data:`MAX_ITEMS_PER_HASH`).
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -98,11 +104,13 @@ def decode_value(node: Any, depth: int = 0, max_depth: int = 200) -> Any:
             if len(items) % 2:
                 raise ProtocolError("dict with an odd number of items")
             decoded = [decode_value(item, next_depth, max_depth) for item in items]
-            return dict(zip(decoded[0::2], decoded[1::2]))
-        if tag == "s":
-            return {decode_value(item, next_depth, max_depth) for item in items}
-        if tag == "f":
-            return frozenset(decode_value(item, next_depth, max_depth) for item in items)
+            keys = decoded[0::2]
+            _check_hash_spread(keys)
+            return dict(zip(keys, decoded[1::2]))
+        if tag == "s" or tag == "f":
+            decoded = [decode_value(item, next_depth, max_depth) for item in items]
+            _check_hash_spread(decoded)
+            return set(decoded) if tag == "s" else frozenset(decoded)
         if tag == "I" and len(items) == 1 and type(items[0]) is str:
             return int(items[0], 16)
         if tag == "c" and len(items) == 2 and all(type(part) in (int, float) for part in items):
@@ -113,11 +121,53 @@ def decode_value(node: Any, depth: int = 0, max_depth: int = 200) -> Any:
             return bytearray.fromhex(items[0])
         if tag == "o" and len(items) == 2 and all(type(part) is str for part in items):
             return OpaqueValue(items[0], items[1])
+    except ProtocolError:
+        raise
     except TypeError as err:  # an unhashable item inside a set or a dict key
         raise ProtocolError(f"invalid encoded container: {err}") from None
     except (ValueError, OverflowError) as err:
         raise ProtocolError(f"invalid encoded scalar: {err}") from None
     raise ProtocolError(f"unknown tag {tag!r}")
+
+
+# Most distinct items of one set (or keys of one dict) that may share a hash value. Building a set
+# compares a new item with every item already there that has its hash, so n items crafted to
+# share one (``k * (2**61 - 1)`` for ints; tuples of those) cost n**2 / 2 comparisons: minutes for
+# a frame the child is allowed to send. Honest values essentially never have more than two.
+MAX_ITEMS_PER_HASH = 8
+
+
+def _check_hash_spread(items: list[Any]) -> None:
+    """ProtocolError unless every hash value is shared by at most :data:`MAX_ITEMS_PER_HASH`
+    distinct items, so that building the set or dict takes linear time.
+
+    Hash values are attacker-chosen too, so they are sorted, never put in a set or dict of their
+    own (their own hashes could collide); in C, unless some value is crowded.
+    """
+    limit = MAX_ITEMS_PER_HASH
+    if len(items) <= limit:
+        return
+    hashes = list(map(hash, items))  # TypeError for an unhashable item: reported by the caller
+    ordered = sorted(hashes)
+    if not any(map(operator.eq, ordered, ordered[limit:])):
+        return
+    # Some hash value has more than `limit` items. Equal items may share it (an encoding never
+    # repeats an item, but two opaque values can have one repr): count the distinct items of each
+    # crowded hash, stopping past the limit, so that no group costs more than limit**2 comparisons.
+    order = sorted(range(len(items)), key=hashes.__getitem__)
+    start = 0
+    for end in range(1, len(order) + 1):
+        if end < len(order) and hashes[order[end]] == hashes[order[start]]:
+            continue
+        if end - start > limit:
+            distinct: list[Any] = []
+            for index in order[start:end]:
+                item = items[index]
+                if not any(item == other for other in distinct):
+                    distinct.append(item)
+                    if len(distinct) > limit:
+                        raise ProtocolError(f"more than {limit} distinct items of one set or dict share a hash value")
+        start = end
 
 
 def values_equal(reference: Any, candidate: Any) -> bool:
