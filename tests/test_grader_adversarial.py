@@ -396,8 +396,13 @@ send = frame.f_locals['send_data']
         ["I", "z"],  # not hexadecimal
         ["s", ["l", 1]],  # unhashable set item
         ["x", 1],  # unknown tag
+        ["D", "1E+99999"],  # a Decimal past the bounds the encoder keeps to
+        ["Q", 1, 0],  # a Fraction over zero
+        ["r", 0, ["I", "f" * 20000], 1],  # a range too large to compare cheaply
+        ["DT", 2020, 13, 1, 0, 0, 0, 0, 0, None],  # month 13
     ],
-    ids=["overflowing-complex", "bad-hex", "unhashable", "unknown-tag"],
+    ids=["overflowing-complex", "bad-hex", "unhashable", "unknown-tag", "huge-decimal", "zero-denominator",
+         "huge-range", "bad-date"],
 )
 def test_forged_undecodable_frame_is_the_answers_crash(grader, value):
     body = FORGE + f"send(json.dumps(['ok', 0, {value!r}]).encode())\nreturn [x, x * 2, 'ok']"
@@ -577,6 +582,86 @@ def test_shared_memory_is_size_limited(bwrap_grader):
     body = "for i in range(32):\n    with open(f'/dev/shm/{i}', 'wb') as handle:\n        handle.write(b'0' * (3 << 20))"
     result = bwrap_grader.grade(_answer(body), REFERENCE, ONE_TEST)
     assert result.score == 0 and "No space left on device" in result.tests[0].detail
+
+
+# -- equality as in-process ------------------------------------------------------------------
+
+HEADER = (
+    "import collections, datetime, decimal, fractions\n"
+    "from collections import Counter, OrderedDict\n"
+    "from datetime import date, datetime as dt, time as tm, timedelta, timezone\n"
+    "from decimal import Decimal\n"
+    "from fractions import Fraction\n"
+    "class P:\n    pass\n"
+)
+# (reference value, answer value): the grader must score each pair as `reference == answer` does
+# in one process, for values that do not compare by their repr.
+SAME_AS_IN_PROCESS = {
+    "decimal-scale": ("Decimal('1.5')", "Decimal('1.50')"),
+    "decimal-float": ("0.5", "Decimal('0.5')"),
+    "decimal-inexact-float": ("0.1", "Decimal('0.1')"),
+    "decimal-int": ("Decimal('2E+3')", "2000"),
+    "fraction-float": ("0.5", "Fraction(1, 2)"),
+    "fraction-decimal": ("Decimal('0.25')", "Fraction(1, 4)"),
+    "counter-zero-count": ("Counter(b=1)", "Counter(a=0, b=1)"),
+    "counter-dict": ("{'b': 1}", "Counter(b=1)"),
+    "ordered-dicts-in-another-order": ("OrderedDict(a=1, b=2)", "OrderedDict(b=2, a=1)"),
+    "ordered-dict-and-dict": ("OrderedDict(a=1, b=2)", "{'b': 2, 'a': 1}"),
+    "empty-ranges": ("range(0)", "range(5, 5)"),
+    "range-list": ("range(0, 10, 2)", "[0, 2, 4, 6, 8]"),
+    "ranges": ("range(0, 9, 3)", "range(0, 8, 3)"),
+    "aware-datetimes-one-instant": ("dt(2020, 1, 1, 12, tzinfo=timezone.utc)",
+                                    "dt(2020, 1, 1, 13, tzinfo=timezone(timedelta(hours=1)))"),
+    "aware-datetimes-two-instants": ("dt(2020, 1, 1, 12, tzinfo=timezone.utc)",
+                                     "dt(2020, 1, 1, 12, tzinfo=timezone(timedelta(hours=1)))"),
+    "naive-and-aware": ("dt(2020, 1, 1, 12)", "dt(2020, 1, 1, 12, tzinfo=timezone.utc)"),
+    "datetime-and-date": ("date(2020, 1, 1)", "dt(2020, 1, 1)"),
+    "timedeltas": ("timedelta(hours=1)", "timedelta(minutes=60)"),
+    "aware-times": ("tm(12, tzinfo=timezone.utc)", "tm(14, tzinfo=timezone(timedelta(hours=2)))"),
+    "timezones": ("timezone(timedelta(hours=1))", "timezone(timedelta(minutes=60), 'CET')"),
+    "bare-objects": ("object()", "object()"),
+    "instances-without-eq": ("P()", "P()"),
+    "functions": ("len", "len"),
+    "nested": ("{'when': [dt(2020, 1, 1)], 'cost': Decimal('1.10')}", "{'cost': Decimal('1.1'), 'when': [dt(2020, 1, 1)]}"),
+}
+
+
+@pytest.mark.parametrize("reference, answer", list(SAME_AS_IN_PROCESS.values()), ids=list(SAME_AS_IN_PROCESS))
+def test_equality_is_that_of_python(grader, reference, answer):
+    namespace: dict = {}
+    exec(HEADER, namespace)  # noqa: S102 - the imports of the pairs above, run here to compute the expected result
+    expected = eval(reference, namespace) == eval(answer, namespace)
+    result = grader.grade(f"{HEADER}def f():\n    return {answer}\n", f"{HEADER}def f():\n    return {reference}\n",
+                          {"t": "f()"})
+    assert result.tests[0].status is (TestStatus.PASSED if expected else TestStatus.WRONG), result.to_dict()
+
+
+def test_aware_datetimes_of_any_tzinfo_compare_as_instants(grader):
+    zoneinfo = pytest.importorskip("zoneinfo")
+    try:
+        zoneinfo.ZoneInfo("Europe/Paris")
+    except zoneinfo.ZoneInfoNotFoundError:
+        pytest.skip("no time zone data")
+    paris = "from datetime import datetime\nfrom zoneinfo import ZoneInfo\ndef f():\n    return datetime(2020, 7, 1, 14, tzinfo=ZoneInfo('Europe/Paris'))\n"
+    utc = "from datetime import datetime, timezone\ndef f():\n    return datetime(2020, 7, 1, 12, tzinfo=timezone.utc)\n"
+    assert grader.grade(paris, utc, {"t": "f()"}).score == 1.0
+    assert grader.grade(utc.replace("12,", "13,"), paris, {"t": "f()"}).score == 0
+
+
+def test_decimal_against_a_huge_int_is_compared_at_once(grader):
+    # Python converts the int to a Decimal to compare: 10 s for 3 million bits, on the grader's thread.
+    start = time.monotonic()
+    result = grader.grade("def f():\n    return 1 << 3_000_000\n", "from decimal import Decimal\ndef f():\n    return Decimal('1.5')\n",
+                          {"t": "f()"})
+    assert result.tests[0].status is TestStatus.WRONG and time.monotonic() - start < 5
+
+
+def test_opaque_values_that_compare_by_identity_equal_nothing():
+    first, second = decode_value(["i", "builtins.object", "<object object at 0x1>"]), decode_value(
+        ["i", "builtins.object", "<object object at 0x1>"]
+    )
+    assert first == first and first != second and len({first, second}) == 2
+    assert decode_value(["o", "m.P", "P(1)"]) == OpaqueValue("m.P", "P(1)")
 
 
 # -- forged frames that would be slow to decode ------------------------------------------------

@@ -36,8 +36,8 @@ unit: ``["ready"]`` once its code is defined, or ``["setup", kind, detail]`` if 
 ``["unser", i, reason]``, ``["big", i, size]``, ``["fsz", i, exception_type, message]`` (a file
 write over the size limit) for its test ``i``. ``["done"]`` after the last unit.
 Values are encoded into plain JSON with type tags (see :func:`_make_encoder`); the grader decodes
-them into plain built-in objects and compares there, so nothing a candidate returns is ever
-compared by the candidate's own ``__eq__``.
+them into plain objects of its own (built-ins, a few standard-library types) and compares there,
+so nothing a candidate returns is ever compared by the candidate's own ``__eq__``.
 """
 
 # The modules marked F401 are not used here: they are the ones ColBench answers import most,
@@ -46,10 +46,10 @@ import bisect  # noqa: F401
 import builtins
 import collections
 import copy  # noqa: F401
-import datetime  # noqa: F401
-import decimal  # noqa: F401
+import datetime
+import decimal
 import errno
-import fractions  # noqa: F401
+import fractions
 import functools  # noqa: F401
 import gc
 import heapq  # noqa: F401
@@ -92,17 +92,28 @@ def _make_encoder(max_depth, max_items, max_bytes):
 
     Exact built-in scalars are JSON scalars; containers are lists whose first item is a tag
     (``l`` list, ``t`` tuple, ``s`` set, ``f`` frozenset, ``d`` dict as flat key/value pairs,
-    ``I`` big int in hex, ``c`` complex, ``b`` bytes, ``B`` bytearray, ``o`` any other object as
-    ``[type name, repr]``). Subclasses of built-in types are read through the base type's own slots,
-    so a subclass that overrides ``__eq__``/``__iter__``/``__repr__`` is encoded by what it really
-    holds. NumPy arrays and scalars (genuine C types only) are read with ``tolist()``.
-    The built-ins used are bound here, before any candidate code runs.
+    ``I`` big int in hex, ``c`` complex, ``b`` bytes, ``B`` bytearray). Standard-library values
+    whose equality is not that of their ``repr`` have tags of their own, so that the grader rebuilds
+    them and compares them as Python does: ``D`` Decimal (``Decimal('1.50') == 1.5``), ``Q``
+    Fraction, ``C`` Counter (zero counts), ``O`` OrderedDict (order matters between two of them),
+    ``r`` range (``range(0) == range(5, 5)``), ``DT`` datetime, ``DA`` date, ``TM`` time, ``TD``
+    timedelta and ``TZ`` fixed-offset timezone (aware values compare as instants; any other tzinfo
+    is carried as the offset and name it gives for the value). Anything else is ``o``: ``[type
+    name, repr]``, or ``i`` when the type compares by identity and the repr shows an address (a
+    bare ``object()``, a function, a generator): such a value never equals another, as in-process,
+    however alike two children's addresses are.
+
+    Subclasses of built-in types are read through the base type's own slots, so a subclass that
+    overrides ``__eq__``/``__iter__``/``__repr__`` is encoded by what it really holds; the same goes
+    for the fields of the standard-library types above. NumPy arrays and scalars (genuine C types
+    only) are read with ``tolist()``. The built-ins used are bound here, before any candidate code runs.
     """
     _type, _int, _float, _str, _bool = type, int, float, str, bool
     _list, _tuple, _dict, _set, _frozenset = list, tuple, dict, set, frozenset
     _bytes, _bytearray, _complex, _memoryview = bytes, bytearray, complex, memoryview
     _isinstance, _repr, _format, _none_type, _len = isinstance, repr, format, type(None), len
     _int_index, _float_float, _str_str = int.__index__, float.__float__, str.__str__
+    _int_bit_length = int.bit_length
     _list_iter, _tuple_iter = list.__iter__, tuple.__iter__
     _set_iter, _frozenset_iter = set.__iter__, frozenset.__iter__
     _dict_items = dict.items
@@ -110,6 +121,28 @@ def _make_encoder(max_depth, max_items, max_bytes):
     _type_module = type.__dict__["__module__"].__get__
     _type_qualname = type.__dict__["__qualname__"].__get__
     _type_flags = type.__dict__["__flags__"].__get__
+    _type_mro = type.__dict__["__mro__"].__get__
+    _type_dict = type.__dict__["__dict__"].__get__
+    _object = object
+    _range = range
+    _range_fields = (range.start.__get__, range.stop.__get__, range.step.__get__)
+    _Decimal, _decimal_str, _decimal_adjusted = decimal.Decimal, decimal.Decimal.__str__, decimal.Decimal.adjusted
+    _Fraction = fractions.Fraction
+    _fraction_fields = (fractions.Fraction.numerator.fget, fractions.Fraction.denominator.fget)
+    _Counter, _OrderedDict, _ordered_items = collections.Counter, collections.OrderedDict, collections.OrderedDict.items
+    _date, _datetime, _time = datetime.date, datetime.datetime, datetime.time
+    _timedelta, _timezone = datetime.timedelta, datetime.timezone
+    _date_fields = tuple(getattr(_date, name).__get__ for name in ("year", "month", "day"))
+    _clock = ("hour", "minute", "second", "microsecond", "fold")
+    _datetime_fields = tuple(getattr(_datetime, name).__get__ for name in _clock)
+    _time_fields = tuple(getattr(_time, name).__get__ for name in _clock)
+    _datetime_zone = (_datetime.utcoffset, _datetime.tzname)
+    _time_zone = (_time.utcoffset, _time.tzname)
+    _timedelta_fields = tuple(getattr(_timedelta, name).__get__ for name in ("days", "seconds", "microseconds"))
+    _timezone_zone = (_timezone.utcoffset, _timezone.tzname)
+    # Larger values go as opaque ones: the grader rebuilds and compares these in bounded time (the
+    # same bounds are in codec.py: MAX_DECIMAL_DIGITS, MAX_DECIMAL_EXPONENT, MAX_EXACT_BITS).
+    max_decimal_digits, max_decimal_exponent, max_exact_bits = 10_000, 10_000, 1 << 16
     big = 1 << 62
     budget = [0, 0]  # items, approximate bytes of text
 
@@ -118,6 +151,76 @@ def _make_encoder(max_depth, max_items, max_bytes):
             return f"{_type_module(t)}.{_type_qualname(t)}"
         except Exception:  # noqa: BLE001
             return "?"
+
+    def compares_by_identity(t):
+        for klass in _type_mro(t):
+            if "__eq__" in _type_dict(klass):
+                return klass is _object
+        return True
+
+    def zone(offset, name):
+        """``["TZ", timedelta, name]`` for a utcoffset() result; None (naive) for None."""
+        if offset is None:
+            return None
+        if _type(offset) is not _timedelta:
+            raise TypeError("utcoffset() did not return a timedelta")
+        if _type(name) is not _str or _len(name) > 100:
+            name = None
+        return ["TZ", ["TD", *[field(offset) for field in _timedelta_fields]], name]
+
+    def standard(x, t, d):
+        """The tagged form of a standard-library value, or None for anything else (or a value
+        whose fields are not what its type promises: it is then carried as an opaque value)."""
+        if t is _range:
+            fields = [field(x) for field in _range_fields]
+            if sum(_int_bit_length(field) for field in fields) > max_exact_bits:
+                return None
+            return ["r", *[enc(field, d) for field in fields]]
+        if _isinstance(x, _Decimal):
+            text = _decimal_str(x)
+            if _len(text) > max_decimal_digits or not -max_decimal_exponent <= _decimal_adjusted(x) <= max_decimal_exponent:
+                return None
+            budget[1] += _len(text)
+            return ["D", text]
+        if _Fraction in _type_mro(t):  # not isinstance: Fraction is an ABC, open to register()
+            numerator, denominator = (field(x) for field in _fraction_fields)
+            if (
+                _type(numerator) is _int
+                and _type(denominator) is _int
+                and denominator > 0
+                and _int_bit_length(numerator) + _int_bit_length(denominator) <= max_exact_bits
+            ):
+                return ["Q", enc(numerator, d), enc(denominator, d)]
+            return None
+        try:
+            if _isinstance(x, _datetime):
+                offset, name = (method(x) for method in _datetime_zone)
+                fields = [field(x) for field in _date_fields + _datetime_fields]
+                return ["DT", *fields, zone(offset, name)]
+            if _isinstance(x, _date):
+                return ["DA", *[field(x) for field in _date_fields]]
+            if _isinstance(x, _time):
+                offset, name = (method(x) for method in _time_zone)
+                return ["TM", *[field(x) for field in _time_fields], zone(offset, name)]
+            if _isinstance(x, _timedelta):
+                return ["TD", *[field(x) for field in _timedelta_fields]]
+            if t is _timezone:
+                return zone(*(method(x, None) for method in _timezone_zone))
+        except Exception:  # noqa: BLE001 (a tzinfo that fails or lies: carried as an opaque value)
+            return None
+        if _isinstance(x, _Counter):
+            out = ["C"]
+            for k, v in _dict_items(x):
+                out.append(enc(k, d))
+                out.append(enc(v, d))
+            return out
+        if _isinstance(x, _OrderedDict):
+            out = ["O"]
+            for k, v in _ordered_items(x):
+                out.append(enc(k, d))
+                out.append(enc(v, d))
+            return out
+        return None
 
     def enc(x, depth):
         budget[0] += 1
@@ -157,6 +260,9 @@ def _make_encoder(max_depth, max_items, max_bytes):
             if budget[1] > max_bytes:
                 raise _TooLarge(budget[1])
             return ["b" if t is _bytes else "B", x.hex()]
+        tagged = standard(x, t, d)
+        if tagged is not None:
+            return tagged
         # Subclasses of built-ins (namedtuple, OrderedDict, IntEnum, numpy.float64, ...): read the
         # stored data through the base type, never through methods the subclass may override.
         if _isinstance(x, _bool):
@@ -202,6 +308,8 @@ def _make_encoder(max_depth, max_items, max_bytes):
         budget[1] += _len(text)
         if budget[1] > max_bytes:
             raise _TooLarge(budget[1])
+        if " at 0x" in text and compares_by_identity(t):
+            return ["i", type_name(t), text]
         return ["o", type_name(t), text]
 
     def encode(x):
