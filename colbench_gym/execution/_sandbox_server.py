@@ -885,7 +885,9 @@ def _make_undumpable(libc):
     included, would inherit the damage. The kernel refuses all of that for a non-dumpable target to
     anyone without ``CAP_SYS_PTRACE``. Children inherit the flag across ``fork``, so they cannot
     reach each other either. A change of effective user id resets it (to ``fs.suid_dumpable``): call
-    this again after one.
+    this again after one. The price: a child whose user id is not root in its user namespace cannot
+    open its own ``/proc/self/mem`` or ``/proc/self/environ`` either (its ``/proc`` files are then
+    owned by root), as after any ``setuid``.
     """
     if libc is None:
         return None

@@ -711,13 +711,14 @@ class SandboxProcess:
             for body in bodies:
                 if attempt.phase == "protocol":
                     break
+                starting = not attempt.started
                 try:
                     self._on_frame(body, attempt)
                 except Exception as err:  # noqa: BLE001 (a frame the child forged: its failure, not ours)
                     reason = str(err) if isinstance(err, ProtocolError) else f"{type(err).__name__} while decoding"
                     attempt.protocol(reason[:300])
                     break
-                if kill_sent_at is None:
+                if kill_sent_at is None and not starting:  # the set-up budget runs on past ["start"]
                     deadline = time.monotonic() + (_EXIT_GRACE_S if attempt.phase == "done" else timeout)
             if attempt.phase == "protocol":
                 kill("protocol")
