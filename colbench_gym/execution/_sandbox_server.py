@@ -208,18 +208,12 @@ def _make_encoder(max_depth, max_items, max_bytes):
                 return zone(*(method(x, None) for method in _timezone_zone))
         except Exception:  # noqa: BLE001 (a tzinfo that fails or lies: carried as an opaque value)
             return None
-        if _isinstance(x, _Counter):
-            out = ["C"]
-            for k, v in _dict_items(x):
-                out.append(enc(k, d))
-                out.append(enc(v, d))
-            return out
-        if _isinstance(x, _OrderedDict):
-            out = ["O"]
-            for k, v in _ordered_items(x):
-                out.append(enc(k, d))
-                out.append(enc(v, d))
-            return out
+        for tag, mapping, items in (("C", _Counter, _dict_items), ("O", _OrderedDict, _ordered_items)):
+            if _isinstance(x, mapping):
+                out = [tag]
+                for k, v in items(x):
+                    out += (enc(k, d), enc(v, d))
+                return out
         return None
 
     def enc(x, depth):
@@ -347,13 +341,13 @@ def _child(cfg, fds, null_fd):
             os.setgroups([])
             os.setgid(cfg["drop_gid"])
             os.setuid(cfg["drop_uid"])
-        if _PRCTL is not None:
+        if _LIBC is not None:
             # setuid() reset the flag to fs.suid_dumpable: keep other sandboxes' children out of this one.
-            _PRCTL(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+            _LIBC.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
             if _SERVER_PID != 1:
                 # Without a PID namespace of our own, nothing else kills this child if the server
                 # dies (set after setuid, which clears it).
-                _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+                _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
                 if os.getppid() != _SERVER_PID:
                     _exit(73)
         os.chdir(cfg["workdir"])
@@ -840,7 +834,6 @@ class _SeededRandomFinder:
 _LIMITS = ()
 _CPU_PER_TEST_S = 1.0
 _ENCODE = None
-_PRCTL = None  # libc prctl, where ctypes works
 _SERVER_PID = 0
 _RANDOM = None  # the random module, only if the server imported it (a preload)
 _DUMPABLE = None  # PR_GET_DUMPABLE of the server after _make_undumpable: 0 is what we want
@@ -899,7 +892,7 @@ def _make_undumpable(libc):
 
 
 def _main():
-    global _LIMITS, _CPU_PER_TEST_S, _ENCODE, _PRCTL, _SERVER_PID, _RANDOM, _DUMPABLE, _LIBC, _PRIVATE_IPC
+    global _LIMITS, _CPU_PER_TEST_S, _ENCODE, _SERVER_PID, _RANDOM, _DUMPABLE, _LIBC, _PRIVATE_IPC
     cfg = json.loads(sys.argv[1])
     sys.meta_path.insert(0, _SeededRandomFinder)
     sys.path[:] = [p for p in sys.path if p]  # never import from the working directory
@@ -929,7 +922,6 @@ def _main():
     libc = _LIBC = _load_libc()
     _DUMPABLE = _make_undumpable(libc)
     _PRIVATE_IPC = bool(cfg.get("private_ipc")) or _unshare_ipc(libc)
-    _PRCTL = libc.prctl if libc is not None else None
     if os.getpid() != 1 and libc is not None:
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come back to us
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # die with the grader
@@ -938,10 +930,9 @@ def _main():
         # Inside bubblewrap the server has no CAP_CHOWN: a world-writable (sticky) directory instead,
         # which nothing outside the sandbox can reach.
         os.chmod(cfg["workdir"], 0o1777)
-    elif cfg["drop_uid"] is not None:
-        os.chown(cfg["workdir"], cfg["drop_uid"], cfg["drop_gid"])
-        os.chmod(cfg["workdir"], 0o700)
     else:
+        if cfg["drop_uid"] is not None:
+            os.chown(cfg["workdir"], cfg["drop_uid"], cfg["drop_gid"])
         os.chmod(cfg["workdir"], 0o700)
     os.chdir(cfg["workdir"])
     signal.signal(signal.SIGINT, signal.SIG_IGN)
