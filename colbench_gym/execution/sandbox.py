@@ -711,7 +711,7 @@ class SandboxProcess:
             for body in bodies:
                 if attempt.phase == "protocol":
                     break
-                starting = not attempt.started
+                starting = not attempt.child_started
                 try:
                     self._on_frame(body, attempt)
                 except Exception as err:  # noqa: BLE001 (a frame the child forged: its failure, not ours)
@@ -863,9 +863,9 @@ class SandboxProcess:
             attempt.protocol("malformed frame")
             return
         tag = body[0]
-        if not attempt.started:
+        if not attempt.child_started:
             if tag == "start" and len(body) == 1:
-                attempt.started = True
+                attempt.child_started = True
             else:
                 attempt.protocol(f"frame {tag!r} before the start")
             return
@@ -925,7 +925,7 @@ class SandboxProcess:
         elif attempt.server_died:
             attempt.failure = self._server_death_outcome(f"sandbox server died {where}")
         else:
-            attempt.failure = _outcome_from_status(exit_status, where, attempt.started)
+            attempt.failure = _outcome_from_status(exit_status, where, attempt.child_started)
 
     def _server_death_outcome(self, detail: str) -> Outcome:
         return Outcome("infra" if self.server_protected else "crashed", detail=detail)
@@ -983,7 +983,7 @@ class _Attempt:
     in_setup: bool = False
     server_died: bool = False
     not_started: bool = False
-    started: bool = False  # the child reported ["start"]: from then on, its exit is the code's doing
+    child_started: bool = False  # the child reported ["start"]: from then on, its exit is the code's doing
     payload_closed: bool = False
     protocol_error: str = ""
     output: bytes = b""
