@@ -5,7 +5,9 @@
 * a built-in split name: ``"train"`` / ``"test"`` / ``"all"`` (tasks written for this package);
 * a path to a JSONL file in the ColBench row format;
 * a list of rows (dicts) or task objects;
-* ``"hub:train"`` / ``"hub:test"``: the ColBench files on the Hub (``facebook/collaborative_agent_bench``).
+* ``"hub:train"`` / ``"hub:test"``: the ColBench files on the Hub (``facebook/collaborative_agent_bench``);
+* ``"procedural:train"`` / ``"procedural:test"``: generated one-line tasks for small models
+  (:mod:`colbench_gym.tasks.procedural`; backend only).
 """
 
 from __future__ import annotations
@@ -117,10 +119,17 @@ def resolve_tasks(source: Any = "train", kind: Kind = "backend") -> list[Task]:
             return load_builtin(text, kind)
         if text.startswith("hub:"):
             return load_hub(text.removeprefix("hub:"), kind)
+        if text.startswith("procedural:"):
+            if kind != "backend":
+                raise ValueError("procedural tasks exist for the backend environment only")
+            from colbench_gym.tasks.procedural import load_procedural
+
+            return parse_rows(load_procedural(text.removeprefix("procedural:")), kind, origin=text)
         if Path(text).exists():
             return load_jsonl(text, kind)
         raise FileNotFoundError(
-            f"tasks={text!r} is neither a built-in split {BUILTIN_SPLITS}, 'hub:<split>', nor an existing file"
+            f"tasks={text!r} is neither a built-in split {BUILTIN_SPLITS}, 'hub:<split>', 'procedural:<split>', "
+            "nor an existing file"
         )
     if isinstance(source, (BackendTask, FrontendTask, dict)):
         source = [source]

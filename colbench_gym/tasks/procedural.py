@@ -1,0 +1,344 @@
+"""Procedural backend tasks: the small-model regime (debugging, ablations, CPU studies), not ColBench itself.
+
+Each task is an everyday one- or two-line function whose decisive detail (a rate, a threshold and which side of
+it is inclusive, a rounding, a text format, a branch order, a unit) is written nowhere in the request: the agent
+learns it only by asking the simulated human, who reads it from the reference. The rows are in the ColBench
+format (``problem_description``, ``ground_truth``, ``hidden_information`` = the reference, ten ``test_cases``
+that straddle every hidden value), so every environment, trainer and scorer takes them as they take ColBench's.
+
+Splits, deterministic for a seed::
+
+    import gymnasium as gym
+    import colbench_gym
+    env = gym.make("ColBench-Backend-v0", tasks="procedural:train")   # 400 tasks, 20 templates
+    env = gym.make("ColBench-Backend-v0", tasks="procedural:test")    # 80 tasks: 48 seen templates, 32 unseen
+
+    from colbench_gym.tasks.procedural import generate_tasks
+    rows = generate_tasks(count=50, split="test", seed=3, templates="unseen")
+
+Test tasks use hidden values that no training task uses (each value pool is split: every fourth value is for
+test only), and the ``unseen`` part comes from templates that never appear in training; ``task_id`` says which
+part a task belongs to (``proc-test-seen-...`` / ``proc-test-unseen-...``), as does ``row["template"]``.
+A SmolLM2-135M policy with one question and a forced answer solves about a fifth of them: the model often hears
+the decisive fact and fails to use it, which a critic that reads the reference can rank.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Split = Literal["train", "test"]
+TRAIN_TASKS = 400
+TEST_TASKS = 80
+TEST_UNSEEN_FRACTION = 0.4
+SIGNATURE_MARKER = "The signature of the function is: "
+
+
+@dataclass(frozen=True)
+class Template:
+    """A family of tasks: one function whose hidden values come from ``pools``.
+
+    ``code`` and ``request`` are :meth:`str.format` templates over the hidden values (the request must not use
+    them); ``calls(values)`` gives the ten test calls, chosen to straddle every hidden value.
+    """
+
+    name: str
+    request: str
+    code: str
+    pools: dict[str, Sequence[Any]]
+    calls: Callable[[dict[str, Any]], list[str]]
+
+    def values_for(self, split: Split, whole_pools: bool = False) -> list[dict[str, Any]]:
+        """Every combination of hidden values of a split: test draws from every fourth pool value only (the
+        unseen templates, never in train, from ``whole_pools``)."""
+        if whole_pools:
+            keep = lambda i: True  # noqa: E731
+        else:
+            keep = (lambda i: i % 4 == 3) if split == "test" else (lambda i: i % 4 != 3)
+        pools = [list(dict.fromkeys(v for i, v in enumerate(pool) if keep(i))) for pool in self.pools.values()]
+        return [dict(zip(self.pools, combo)) for combo in itertools.product(*pools)]
+
+    def row(self, values: dict[str, Any], split: Split, part: str) -> dict[str, Any]:
+        code = self.code.format(**values).strip() + "\n"
+        signature = code.splitlines()[0].rstrip(":")
+        digest = hashlib.sha256(code.encode()).hexdigest()[:8]
+        calls = self.calls(values)
+        if len(calls) != 10:
+            raise AssertionError(f"template {self.name}: {len(calls)} test calls, expected 10")
+        return {
+            "task_id": f"proc-{split}-{part}-{self.name}-{digest}",
+            "problem_description": f"{self.request} {SIGNATURE_MARKER}{signature}",
+            "ground_truth": code,
+            "hidden_information": code,
+            "test_cases": {f"test{i}": call for i, call in enumerate(calls, 1)},
+            "template": self.name,
+        }
+
+
+def _calls(function: str, *arguments: Any) -> list[str]:
+    return [f"{function}({a!r})" if not isinstance(a, tuple) else f"{function}{a!r}" for a in arguments]
+
+
+def _around(value: float, *others: float) -> list[float]:
+    """The hidden threshold itself, its two neighbours, and far values on both sides."""
+    step = 1 if float(value).is_integer() else 0.5
+    return [value, value - step, value + step, *others]
+
+
+# fmt: off
+TRAIN_TEMPLATES: tuple[Template, ...] = (
+    Template("late_fee",
+             "Our library charges for every day a book comes back late. Write a function that gives the fee.",
+             "def late_fee(days_late):\n    # fee per day late\n    return days_late * {rate}",
+             {"rate": (0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 4.5,
+                       5, 6, 7, 8, 9, 10, 12)},
+             lambda v: _calls("late_fee", 0, 1, 2, 3, 5, 7, 10, 14, 30, 100)),
+    Template("is_adult",
+             "Our sign-up form must check whether a person is old enough. Write a function for it.",
+             "def is_adult(age):\n    return age {op} {limit}",
+             {"op": (">=", ">", ">=", ">"), "limit": (13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 30, 35)},
+             lambda v: _calls("is_adult", *_around(v["limit"], 0, 5, 12, 30, 60, 99, 13))),
+    Template("sale_price",
+             "The shop runs a sale on everything. Write a function that gives the price after the discount.",
+             "def sale_price(price):\n    # percent off during the sale\n    return round(price * (1 - {percent} / 100), 2)",
+             {"percent": (5, 8, 10, 12, 15, 18, 20, 22, 25, 30, 33, 35, 40, 45, 50, 55, 60, 65, 70, 75)},
+             lambda v: _calls("sale_price", 0, 1, 9.99, 10, 20, 49.5, 100, 120, 250, 999)),
+    Template("greet",
+             "Our app shows a greeting when a user logs in. Write a function that makes the greeting text.",
+             "def greet(name):\n    return f'{word}, {{name}}{mark}'",
+             {"word": ("Hello", "Hi", "Welcome", "Hey", "Good day", "Greetings", "Howdy", "Welcome back"),
+              "mark": ("!", ".", "!!", "")},
+             lambda v: _calls("greet", "Ann", "Bob", "Chen", "Dana", "Eve", "Finn", "Gus", "Hal", "Ida", "Jo")),
+    Template("password_ok",
+             "Our site needs a check that a new password is long enough. Write the check.",
+             "def password_ok(password):\n    return len(password) {op} {length}",
+             {"op": (">=", ">", ">=", ">"), "length": (6, 7, 8, 9, 10, 11, 12, 14, 16)},
+             lambda v: _calls("password_ok", *["x" * n for n in _around(int(v["length"]), 0, 3, 5, 20, 24, 30, 40)])),
+    Template("exam_result",
+             "Our school needs to know whether a student passed an exam. Write a function that says so.",
+             "def exam_result(score):\n    if score {op} {pass_mark}:\n        return 'pass'\n    return 'fail'",
+             {"op": (">=", ">", ">=", ">"), "pass_mark": (40, 45, 50, 51, 55, 60, 65, 66, 70, 75, 80, 85)},
+             lambda v: _calls("exam_result", *_around(v["pass_mark"], 0, 10, 30, 90, 100, 99, 1))),
+    Template("tip_amount",
+             "Our restaurant's till should suggest a tip for a bill. Write a function for the tip.",
+             "def tip_amount(bill):\n    # tip rate, rounded to cents\n    return round(bill * {rate}, 2)",
+             {"rate": (0.05, 0.06, 0.08, 0.1, 0.11, 0.12, 0.125, 0.14, 0.15, 0.16, 0.18, 0.2, 0.22, 0.24, 0.25, 0.3, 0.32,
+                       0.35, 0.4, 0.45)},
+             lambda v: _calls("tip_amount", 0, 1, 10, 12.5, 20, 33.3, 47.8, 100, 150, 1000)),
+    Template("order_code",
+             "Our warehouse labels every order with a code made from its number. Write the function that makes "
+             "the code.",
+             "def order_code(number):\n    return f'{prefix}-{{number:0{width}d}}'",
+             {"prefix": ("ORD", "INV", "PO", "SO", "REF", "WH", "SHP", "ID"), "width": (3, 4, 5, 6)},
+             lambda v: _calls("order_code", 1, 7, 42, 99, 100, 512, 1234, 99999, 5, 0)),
+    Template("parking_fee",
+             "Our car park charges by the hour, with a minimum charge. Write a function for the fee.",
+             "def parking_fee(hours):\n    # hourly rate, never below the minimum charge\n"
+             "    return max({minimum}, hours * {rate})",
+             {"minimum": (1, 2, 3, 4, 5, 6, 8, 10), "rate": (0.5, 1, 1.5, 2, 2.5, 3, 4, 5)},
+             lambda v: _calls("parking_fee", 0, 1, 2, 4, 6, 10, 16, 25, 40, 100)),
+    Template("cap_score",
+             "Our game shows a player's score but no score may go above a limit. Write the function that shows "
+             "it.",
+             "def cap_score(score):\n    # the highest score ever shown\n    return min(score, {cap})",
+             {"cap": (50, 60, 80, 90, 99, 100, 120, 128, 150, 200, 250, 255, 300, 400, 500, 750, 800, 999, 1000, 2000, 5000,
+                      9999)},
+             lambda v: _calls("cap_score", *_around(v["cap"], 0, 10, 49, 101, 1001, 10000, 123456))),
+    Template("heat_alert",
+             "Our weather station must say whether it is too hot outside. Write a function that gives the alert "
+             "level.",
+             "def heat_alert(temperature):\n    if temperature {op} {limit}:\n        return 'hot'\n    return 'ok'",
+             {"op": (">", ">=", ">", ">="), "limit": (25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 38, 40)},
+             lambda v: _calls("heat_alert", *_around(v["limit"], -5, 0, 20, 45, 50, 24, 41))),
+    Template("reward_points",
+             "Our loyalty card gives points for money spent. Write a function that gives the points for a "
+             "purchase.",
+             "def reward_points(amount):\n    # one point for every full step of money spent\n"
+             "    return int(amount // {step})",
+             {"step": (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 100)},
+             lambda v: _calls("reward_points", 0, 1, 4.99, 10, 19.9, 25, 49, 100, 333, 1000)),
+    Template("speed_fine",
+             "The city wants a function that gives the fine for driving too fast. Write it.",
+             "def speed_fine(speed):\n    if speed <= {limit}:\n        return 0\n"
+             "    # fine for every unit above the limit\n    return (speed - {limit}) * {per_unit}",
+             {"limit": (30, 40, 50, 60, 70, 80, 90, 100), "per_unit": (2, 3, 5, 10, 15, 20, 25, 50)},
+             lambda v: _calls("speed_fine", *_around(v["limit"], 0, 20, 75, 110, 130, 150, 45))),
+    Template("round_to_step",
+             "Our pricing tool rounds prices to the nearest step. Write the rounding function.",
+             "def round_to_step(value):\n    return round(value / {step}) * {step}",
+             {"step": (2, 3, 4, 5, 6, 8, 10, 15, 20, 25, 50, 100, 7, 12, 30, 40)},
+             lambda v: _calls("round_to_step", 0, 1, 7, 13, 18, 33, 49, 76, 101, 999)),
+    Template("age_group",
+             "Our survey sorts people into age groups. Write a function that gives the group for an age.",
+             "def age_group(age):\n    if age < {young}:\n        return 'child'\n    if age < {old}:\n"
+             "        return 'adult'\n    return 'senior'",
+             {"young": (10, 12, 13, 14, 15, 16, 18, 21), "old": (55, 60, 62, 65, 67, 70, 75, 80)},
+             lambda v: _calls("age_group", 0, v["young"] - 1, v["young"], v["young"] + 1, 40, v["old"] - 1,
+                              v["old"], v["old"] + 1, 90, 30)),
+    Template("make_slug",
+             "Our blog turns post titles into web addresses. Write a function that makes the address part from a "
+             "title.",
+             "def make_slug(title):\n    return title.{case}().replace(' ', '{sep}')",
+             {"case": ("lower", "upper", "lower", "lower"), "sep": ("-", "_", ".", "+", "", "~", ":", "--")},
+             lambda v: _calls("make_slug", "Hello World", "My First Post", "a b c", "Tea Time", "One",
+                              "Big News Today", "x y", "Summer Sale Now", "Hi There", "Go Team Go")),
+    Template("shorten",
+             "Our notification panel has little room, so long messages must be cut. Write the function that "
+             "shortens a message.",
+             "def shorten(text):\n    if len(text) <= {limit}:\n        return text\n"
+             "    return text[:{limit}] + '{ellipsis}'",
+             {"limit": (5, 8, 10, 12, 15, 20, 25, 30), "ellipsis": ("...", "~", " [more]", "..", "!", "…", "+",
+                                                                   "(cut)")},
+             lambda v: _calls("shorten", "", "hi", "hello", "a" * v["limit"], "b" * (v["limit"] + 1),
+                              "The quick brown fox jumps", "x" * 40, "short text", "ab cd ef gh ij kl mn op",
+                              "c" * (v["limit"] - 1))),
+    Template("pin_valid",
+             "Our bank app must check that a PIN has the right form. Write the check.",
+             "def pin_valid(pin):\n    return len(pin) == {digits} and pin.isdigit()",
+             {"digits": (3, 4, 5, 6, 7, 8, 9, 10)},
+             lambda v: _calls("pin_valid", "1" * v["digits"], "2" * (v["digits"] - 1), "3" * (v["digits"] + 1),
+                              "12a4", "", "0" * v["digits"], "9876543210", "1234", "123456", "a" * v["digits"])),
+    Template("sales_bonus",
+             "Our sales team earns a bonus when they sell enough. Write a function that gives a seller's bonus.",
+             "def sales_bonus(sales):\n    if sales {op} {target}:\n        # share of the sales paid as bonus\n"
+             "        return sales * {rate}\n    return 0",
+             {"op": (">=", ">", ">=", ">"), "target": (1000, 2000, 2500, 5000, 10000),
+              "rate": (0.01, 0.02, 0.05, 0.1)},
+             lambda v: _calls("sales_bonus", *_around(v["target"], 0, 500, 20000, 7500, 3000, 12000, 100000))),
+    Template("water_goal",
+             "Our health app suggests how much water to drink a day from body weight. Write the function.",
+             "def water_goal(weight_kg):\n    # millilitres per kilogram, given in litres with one decimal\n"
+             "    return round(weight_kg * {ml_per_kg} / 1000, 1)",
+             {"ml_per_kg": (25, 26, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 42, 45)},
+             lambda v: _calls("water_goal", 0, 10, 45, 50, 60, 72.5, 80, 95, 110, 150)),
+)
+
+UNSEEN_TEMPLATES: tuple[Template, ...] = (
+    Template("overtime_pay",
+             "Our payroll pays extra for hours past a normal week. Write a function for the week's overtime pay.",
+             "def overtime_pay(hours):\n    if hours <= {normal}:\n        return 0\n"
+             "    # extra pay per hour past the normal week\n    return (hours - {normal}) * {rate}",
+             {"normal": (35, 36, 37, 38, 40, 42, 44, 45), "rate": (10, 12, 15, 18, 20, 25, 30, 40)},
+             lambda v: _calls("overtime_pay", *_around(v["normal"], 0, 20, 50, 60, 80, 33, 47))),
+    Template("file_size_label",
+             "Our file browser shows file sizes. Write the function that turns a size in bytes into the label.",
+             "def file_size_label(size_bytes):\n    return f'{{size_bytes / {unit}:.{digits}f}} {name}'",
+             {"unit": (1000, 1024, 1000, 1024), "digits": (0, 1, 2, 3), "name": ("KB", "kB", "K", "KiB")},
+             lambda v: _calls("file_size_label", 0, 1, 999, 1000, 1024, 1536, 2048, 10000, 123456, 1048576)),
+    Template("battery_status",
+             "Our phone shows a warning when the battery runs low. Write the function that gives the status.",
+             "def battery_status(percent):\n    if percent {op} {low}:\n        return 'low'\n    return 'fine'",
+             {"op": ("<", "<=", "<", "<="), "low": (5, 10, 12, 15, 20, 25, 30, 35)},
+             lambda v: _calls("battery_status", *_around(v["low"], 0, 1, 50, 99, 100, 3, 40))),
+    Template("seat_label",
+             "Our theatre prints a label for every seat. Write the function that makes it from a row and a seat "
+             "number.",
+             "def seat_label(row, seat):\n    return f'{row_word} {{row}}{sep}{seat_word} {{seat}}'",
+             {"row_word": ("Row", "R", "Line", "Row"), "sep": (", ", " / ", " - ", ": "),
+              "seat_word": ("Seat", "S", "No.", "Place")},
+             lambda v: _calls("seat_label", ("A", 1), ("B", 12), ("C", 7), ("D", 30), ("E", 2), ("F", 15),
+                              ("G", 100), ("H", 9), ("J", 21), ("K", 4))),
+    Template("delivery_days",
+             "Our shop promises a delivery time that depends on the distance. Write the function that gives the "
+             "days.",
+             "def delivery_days(distance_km):\n    # one extra day for every started step of distance\n"
+             "    return {base} + int(distance_km // {step})",
+             {"base": (1, 2, 3, 1, 2, 3, 4, 5), "step": (100, 150, 200, 250, 300, 400, 500, 1000)},
+             lambda v: _calls("delivery_days", 0, 50, 99, 100, 250, 499, 800, 1000, 2500, 4000)),
+)
+# fmt: on
+
+
+def _templates(names: str | Sequence[str] | None, split: Split) -> tuple[list[Template], list[Template]]:
+    """(seen, unseen) templates for a split; ``names`` picks "seen", "unseen" or template names."""
+    seen, unseen = list(TRAIN_TEMPLATES), list(UNSEEN_TEMPLATES) if split == "test" else []
+    if names is None:
+        return seen, unseen
+    if names == "seen":
+        return seen, []
+    if names == "unseen":
+        if split == "train":
+            raise ValueError("the unseen templates never appear in the train split")
+        return [], list(UNSEEN_TEMPLATES)
+    wanted = [names] if isinstance(names, str) else list(names)
+    known = {t.name: t for t in TRAIN_TEMPLATES + UNSEEN_TEMPLATES}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise ValueError(f"unknown procedural templates {unknown}; choose from {sorted(known)}")
+    if split == "train" and any(known[n] in UNSEEN_TEMPLATES for n in wanted):
+        raise ValueError("the unseen templates never appear in the train split")
+    return [known[n] for n in wanted if known[n] in TRAIN_TEMPLATES], [known[n] for n in wanted
+                                                                       if known[n] in UNSEEN_TEMPLATES]
+
+
+def _draw(templates: Sequence[Template], count: int, split: Split, part: str, rng: random.Random
+          ) -> list[dict[str, Any]]:
+    """``count`` distinct tasks spread evenly over ``templates`` (round-robin, so any prefix is balanced)."""
+    pools = []
+    for template in templates:
+        combos = template.values_for(split, whole_pools=part == "unseen")
+        rng.shuffle(combos)
+        pools.append((template, combos))
+    capacity = sum(len(c) for _, c in pools)
+    if count > capacity:
+        raise ValueError(f"asked for {count} {part} {split} tasks, but these templates make only {capacity} "
+                         f"distinct ones ({', '.join(f'{t.name}: {len(c)}' for t, c in pools)})")
+    rows: list[dict[str, Any]] = []
+    depth = 0
+    while len(rows) < count:
+        for template, combos in pools:
+            if depth < len(combos) and len(rows) < count:
+                rows.append(template.row(combos[depth], split, part))
+        depth += 1
+    return rows
+
+
+def generate_tasks(count: int, split: Split = "train", seed: int = 0,
+                   templates: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """``count`` distinct task rows of a split, deterministic for ``seed``.
+
+    The test split holds seen templates (hidden values no train task uses) and, unless ``templates`` says
+    otherwise, ``TEST_UNSEEN_FRACTION`` of tasks from templates that train never uses, interleaved so that a
+    prefix keeps the proportion. Asking for more tasks than the templates can make distinct raises ValueError.
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"procedural split must be 'train' or 'test', got {split!r}")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValueError(f"count must be a positive int, got {count!r}")
+    rng = random.Random(f"{seed}-{split}")
+    seen, unseen = _templates(templates, split)
+    n_unseen = 0 if not unseen else (count if not seen else round(count * TEST_UNSEEN_FRACTION))
+    seen_rows = _draw(seen, count - n_unseen, split, "seen", rng) if count - n_unseen else []
+    unseen_rows = _draw(unseen, n_unseen, split, "unseen", rng) if n_unseen else []
+    if not unseen_rows:
+        return seen_rows
+    # Interleave so that any prefix (max_eval_tasks) keeps the seen/unseen proportion.
+    merged: list[dict[str, Any]] = []
+    for i in range(count):
+        target_unseen = round((i + 1) * n_unseen / count)
+        taken_unseen = sum(r["task_id"].startswith(f"proc-{split}-unseen") for r in merged)
+        source = unseen_rows if taken_unseen < target_unseen else seen_rows
+        merged.append(source.pop(0))
+    return merged
+
+
+def load_procedural(split: str) -> list[dict[str, Any]]:
+    """The named splits: ``train`` (400 tasks) and ``test`` (80 tasks, 40% from unseen templates), seed 0."""
+    if split == "train":
+        return generate_tasks(TRAIN_TASKS, "train", seed=0)
+    if split == "test":
+        return generate_tasks(TEST_TASKS, "test", seed=0)
+    raise ValueError(f"unknown procedural split {split!r}; choose 'train' or 'test'")
+
+
+def task_part(task_id: str) -> str | None:
+    """``"seen"`` or ``"unseen"`` for a procedural test task id, else None."""
+    for part in ("seen", "unseen"):
+        if task_id.startswith(f"proc-test-{part}-"):
+            return part
+    return None
