@@ -230,7 +230,7 @@ def tiny_run(tmp_path_factory):
     tasks = {t.problem_description: t for t in load_builtin("all")}
     real = pipeline.make_backend
     patch = pytest.MonkeyPatch()
-    patch.setattr(pipeline, "make_backend", lambda *a, **k: ScriptedAnswers(real(*a, **k), tasks))
+    patch.setattr(pipeline.models, "make_backend", lambda *a, **k: ScriptedAnswers(real(*a, **k), tasks))
     config = {
         "run_dir": str(root / "run"), "policy_model": model, "max_train_tasks": 3, "max_eval_tasks": 2,
         "max_turns": 3, "max_new_tokens": 8, "generation_batch_size": 8, "num_workers": 2,
@@ -366,7 +366,7 @@ def test_changed_stage_option_reruns_that_stage_and_those_after_it(tiny_run, mon
 def test_baselines_train_and_are_evaluated_like_the_sweet_policy(tiny_run):
     real = pipeline.make_backend
     patch = pytest.MonkeyPatch()
-    patch.setattr(pipeline, "make_backend", lambda *a, **k: ScriptedAnswers(real(*a, **k), tiny_run["tasks"]))
+    patch.setattr(pipeline.models, "make_backend", lambda *a, **k: ScriptedAnswers(real(*a, **k), tiny_run["tasks"]))
     out = io.StringIO()
     try:
         markers = pipeline.run_pipeline(tiny_run["config"], [

@@ -1,0 +1,286 @@
+"""The commands: the table of stages, parsing a run's configuration and overrides for a stage, and the entry points
+(``run_stage_from_config`` for ``sweet-rl <stage>``, ``run_pipeline``, ``report_command``) with the evaluation table."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sweet_trl.pipeline.export import push_stage
+from sweet_trl.pipeline.runner import TRAINING_STAGES, Stage, run_stage
+from sweet_trl.pipeline.stages import (
+    EVALUATION_METRICS,
+    _evaluate_folder,
+    _evaluate_inputs,
+    stage_collect,
+    stage_critic_pairs,
+    stage_evaluate,
+    stage_policy_pairs,
+    stage_rank,
+    stage_sample_candidates,
+)
+from sweet_trl.pipeline.stages_training import (
+    stage_baseline_mtdpo,
+    stage_baseline_rft,
+    stage_train_critic,
+    stage_train_policy,
+)
+from sweet_trl.pipeline_config import (
+    PIPELINE_SECTION,
+    CandidateArguments,
+    CollectArguments,
+    ConfigError,
+    CriticPairsArguments,
+    EvaluateArguments,
+    GenerationArguments,
+    PipelineArguments,
+    PolicyPairsArguments,
+    RankArguments,
+    ReportArguments,
+    RunArguments,
+    check_config_keys,
+    cli_keys,
+    filter_cli_args,
+    known_options,
+    load_yaml,
+    make_parser,
+    parse_stage_args,
+    split_overrides,
+)
+
+# --------------------------------------------------------------------------------------------------------------
+# The stage table, and running stages from a configuration
+# --------------------------------------------------------------------------------------------------------------
+
+def _model_config():
+    from trl import ModelConfig
+
+    return ModelConfig
+
+
+def _critic_types():
+    from sweet_trl.critic_config import SweetCriticConfig
+    from sweet_trl.pipeline_config import ExportArguments
+
+    return (_model_config(), SweetCriticConfig, ExportArguments)
+
+
+def _policy_types():
+    from sweet_trl.pipeline_config import ExportArguments
+    from sweet_trl.policy_config import TurnPreferenceConfig
+
+    return (_model_config(), TurnPreferenceConfig, ExportArguments)
+
+
+def _rft_types():
+    from sweet_trl.baselines.rejection_finetuning import RejectionFinetuneConfig
+    from sweet_trl.pipeline_config import ExportArguments
+
+    return (_model_config(), RejectionFinetuneConfig, ExportArguments)
+
+
+def _mtdpo_types():
+    from sweet_trl.baselines.multiturn_dpo import MultiTurnDPOConfig
+    from sweet_trl.pipeline_config import ExportArguments
+
+    return (_model_config(), MultiTurnDPOConfig, ExportArguments)
+
+
+STAGES: dict[str, Stage] = {stage.name: stage for stage in (
+    Stage("collect", "roll out the base policy on the training tasks",
+          lambda: (GenerationArguments, CollectArguments), stage_collect, push=push_stage,
+          run_fields=("train_tasks", "max_train_tasks", "simulator", "simulator_base_url", "max_turns", "policy_model")),
+    Stage("critic_pairs", "pairs of trajectories of one task with different rewards",
+          lambda: (CriticPairsArguments,), stage_critic_pairs,
+          inputs=lambda args: [] if args.trajectories else ["collect"], push=push_stage),
+    Stage("train_critic", "train the asymmetric turn-level critic", _critic_types, stage_train_critic,
+          inputs=lambda *args: ["critic_pairs"], push=push_stage, run_fields=("critic_model", "policy_model")),
+    Stage("sample_candidates", "sample N candidate turns per turn state from the policy",
+          lambda: (GenerationArguments, CandidateArguments), stage_sample_candidates,
+          inputs=lambda *args: ["collect"], run_fields=("max_turns", "policy_model")),
+    Stage("rank", "score the candidates with the critic", lambda: (RankArguments,), stage_rank,
+          inputs=lambda *args: ["collect", "train_critic", "sample_candidates"], run_fields=("max_turns",)),
+    Stage("policy_pairs", "turn-level pairs: upper half over lower half", lambda: (PolicyPairsArguments,),
+          stage_policy_pairs, inputs=lambda *args: ["rank"], push=push_stage, run_fields=("max_turns",)),
+    Stage("train_policy", "train the policy with turn-level DPO", _policy_types, stage_train_policy,
+          inputs=lambda *args: ["policy_pairs"], push=push_stage, run_fields=("policy_model",)),
+    Stage("baseline_rft", "baseline: rejection fine-tuning", _rft_types, stage_baseline_rft,
+          inputs=lambda *args: ["collect"], push=push_stage, run_fields=("policy_model",)),
+    Stage("baseline_mtdpo", "baseline: multi-turn DPO", _mtdpo_types, stage_baseline_mtdpo,
+          inputs=lambda *args: ["collect"], push=push_stage, run_fields=("policy_model",)),
+    Stage("evaluate", "evaluate a policy on the test tasks", lambda: (GenerationArguments, EvaluateArguments),
+          stage_evaluate, inputs=lambda gen, args: _evaluate_inputs(args), folder=lambda gen, args: _evaluate_folder(args),
+          run_fields=("eval_tasks", "max_eval_tasks", "simulator", "simulator_base_url", "max_turns", "policy_model")),
+)}
+COMMAND_ALIASES = {"train-rft": "baseline_rft", "train-mtdpo": "baseline_mtdpo"}
+SECTIONS = (*STAGES, "report", PIPELINE_SECTION)
+
+
+def _parse(stage: Stage, config: dict[str, Any], cli_args: Sequence[str], prog: str | None = None) -> tuple:
+    try:
+        return parse_stage_args(stage.dataclass_types(), stage.name, config, cli_args, SECTIONS, prog=prog)
+    except ValueError as err:
+        raise ConfigError(f"{stage.name}: {err}") from err
+
+
+@functools.cache
+def _stage_options(name: str) -> frozenset[str]:
+    if name == "report":
+        return frozenset(known_options(make_parser([RunArguments, ReportArguments])))
+    if name == PIPELINE_SECTION:
+        return frozenset(known_options(make_parser([PipelineArguments])))
+    return frozenset(known_options(make_parser(STAGES[name].dataclass_types())))
+
+
+def _check_keys(config: dict[str, Any], shared_cli: Sequence[str] = (), everything: bool = False
+                ) -> dict[str, frozenset[str]]:
+    """Fail on top-level keys and command-line options that no stage takes (typos), before anything runs.
+
+    The trainer configurations (which import TRL's trainers) are consulted only for keys the other stages do
+    not take, unless ``everything``.
+    """
+    light = [name for name in SECTIONS if name not in TRAINING_STAGES]
+    known = {name: _stage_options(name) for name in light}
+    asked = {k for k in config if k not in SECTIONS} | cli_keys(shared_cli)
+    if everything or asked - set().union(*known.values()):
+        known.update({name: _stage_options(name) for name in TRAINING_STAGES})
+    try:
+        check_config_keys({k: v for k, v in config.items() if k not in SECTIONS}, known)
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+    unknown = sorted(cli_keys(shared_cli) - set().union(*known.values()))
+    if unknown:
+        raise ConfigError(f"unknown options (no stage takes them): {['--' + k for k in unknown]}")
+    return known
+
+
+def setup_logging() -> None:
+    """Progress of the library modules (pair counts, resumes, dropped rows) on stderr."""
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("sweet_trl").setLevel(logging.INFO)
+
+
+def run_stage_from_config(name: str, config_path: str | os.PathLike | None = None, cli_args: Sequence[str] = (),
+                          prog: str | None = None, stream: Any = None) -> dict[str, Any]:
+    """``sweet-rl <stage> --config run.yaml [overrides]``: parse, then run the stage unless it is complete."""
+    setup_logging()
+    config = load_yaml(config_path) if config_path else {}
+    _check_keys(config)
+    stage = STAGES[name]
+    args = _parse(stage, config, cli_args, prog=prog)
+    return run_stage(stage, args, stream=stream)
+
+
+def report_command(config_path: str | os.PathLike | None, cli_args: Sequence[str] = (), stream: Any = None) -> Path:
+    """``sweet-rl report``: write the HTML report of the run."""
+    config = load_yaml(config_path) if config_path else {}
+    try:
+        run, report = parse_stage_args([RunArguments, ReportArguments], "report", config, cli_args, SECTIONS,
+                                       prog="sweet-rl report")
+    except ValueError as err:
+        raise ConfigError(f"report: {err}") from err
+    return write_report(run, report, stream)
+
+
+def write_report(run: RunArguments, report: ReportArguments, stream: Any = None) -> Path:
+    from sweet_trl.report import build_report
+
+    path = build_report(run.run_dir, report.report_path, examples=report.report_examples)
+    print(f"[report] {path}", file=stream or sys.stdout, flush=True)
+    return path
+
+
+def run_pipeline(config_path: str | os.PathLike | None, cli_args: Sequence[str] = (), stream: Any = None
+                 ) -> dict[str, dict[str, Any]]:
+    """sweet-rl pipeline --config run.yaml [--key value ...] [--<stage>.key value ...]
+
+    Runs every stage in order (a complete stage prints "skipped"), prints the evaluation table of the
+    policies, and writes <run_dir>/report.html.
+
+      --key value              goes to every stage that takes `key`   (--max_new_tokens 64)
+      --<stage>.key value      goes to one stage                     (--train_critic.max_steps 20)
+      --pipeline.<option> ...  the options below                     (--pipeline.baselines rft mtdpo)
+
+    Each stage's own options: sweet-rl <stage> --help (for example sweet-rl train-critic --help).
+    """
+    setup_logging()
+    out = stream or sys.stdout
+    config = load_yaml(config_path) if config_path else {}
+    shared, per_section = split_overrides(cli_args)
+    unknown_sections = sorted(set(per_section) - set(SECTIONS))
+    if unknown_sections:
+        raise ConfigError(f"unknown stages in overrides: {unknown_sections} (stages: {list(SECTIONS)})")
+    known = _check_keys(config, shared, everything=True)
+    try:
+        parser = make_parser([PipelineArguments], prog="sweet-rl pipeline")
+        parser.set_defaults_with_config(**(config.get(PIPELINE_SECTION) or {}))
+        (pipeline_args,) = parser.parse_args_into_dataclasses(args=per_section.get(PIPELINE_SECTION, []))
+    except ValueError as err:
+        raise ConfigError(f"pipeline: {err}") from err
+    order = list(pipeline_args.stages)
+    unknown = [s for s in order if s not in STAGES and s != "report"]
+    if unknown:
+        raise ConfigError(f"unknown stages {unknown}; choose from {[*STAGES, 'report']}")
+    for baseline in pipeline_args.baselines:
+        if baseline not in ("rft", "mtdpo"):
+            raise ConfigError(f"unknown baseline {baseline!r}; choose from rft, mtdpo")
+        stage_name = f"baseline_{baseline}"
+        if stage_name not in order:
+            order.insert(order.index("evaluate") if "evaluate" in order else len(order), stage_name)
+    policies = list(dict.fromkeys([*pipeline_args.evaluate_policies, *pipeline_args.baselines]))
+
+    def stage_cli(name: str) -> list[str]:
+        return filter_cli_args(shared, known[name]) + per_section.get(name, [])
+
+    started = time.perf_counter()
+    markers: dict[str, dict[str, Any]] = {}
+    run = None
+    for index, name in enumerate(order, 1):
+        print(f"\n=== stage {index}/{len(order)}: {name} ===", file=out, flush=True)
+        if name == "report":
+            continue
+        stage = STAGES[name]
+        if name == "evaluate":
+            for policy in policies:
+                args = _parse(stage, config, [*stage_cli(name), "--policy", policy], prog="sweet-rl evaluate")
+                markers[f"evaluate/{policy}"] = run_stage(stage, args, stream=out)
+                run = args[0]
+        else:
+            args = _parse(stage, config, stage_cli(name), prog=f"sweet-rl {stage.command}")
+            markers[name] = run_stage(stage, args, stream=out)
+            run = args[0]
+    if run is None:
+        run = _parse(STAGES["collect"], config, stage_cli("collect"))[0]
+    evaluations = {k.split("/", 1)[1]: m for k, m in markers.items() if k.startswith("evaluate/")}
+    if evaluations:
+        print_metrics(evaluations, out)
+    if "report" in order:
+        try:
+            run_args, report_args = parse_stage_args([RunArguments, ReportArguments], "report", config,
+                                                     stage_cli("report"), SECTIONS)
+        except ValueError as err:
+            raise ConfigError(f"report: {err}") from err
+        write_report(run_args, report_args, out)
+    print(f"\npipeline finished in {(time.perf_counter() - started) / 60:.1f} min (run folder {run.run_dir})",
+          file=out, flush=True)
+    return markers
+
+
+def print_metrics(evaluations: dict[str, dict[str, Any]], stream: Any) -> None:
+    """The evaluation table: one row per policy (zero-shot first)."""
+    columns = list(EVALUATION_METRICS)
+    columns = [c for c in columns if any(c in m["metrics"] for m in evaluations.values())]
+    width = max(len(name) for name in evaluations) + 2
+    print("\nEvaluation on the test tasks (no privileged information):", file=stream)
+    print("policy".ljust(width) + "".join(c.rjust(14) for c in columns) + "episodes".rjust(10), file=stream)
+    for name, marker in evaluations.items():
+        cells = "".join(f"{marker['metrics'].get(c, float('nan')):14.3f}" for c in columns)
+        print(name.ljust(width) + cells + f"{marker['counts'].get('episodes', 0):10d}", file=stream)
+    stream.flush()

@@ -1,0 +1,377 @@
+"""The stage runner: what a stage is, its completion marker and fingerprint, and running it once (skip, resume,
+re-run when what it computes from changed), pushing its artefacts when asked.
+
+It knows nothing of the stages themselves; ``commands.STAGES`` lists them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sweet_trl.pipeline.errors import StageError
+from sweet_trl.pipeline.export import MODEL_EXPORTS  # check_push_target: a model may name its own repository
+from sweet_trl.pipeline_config import ConfigError, RunArguments, asdict_public
+
+MARKER = "_COMPLETE.json"
+RUNNING = "_RUNNING.json"
+# The stages that train: the only ones that may run under ``accelerate launch``.
+TRAINING_STAGES = ("train_critic", "train_policy", "baseline_rft", "baseline_mtdpo")
+# Options that change where or how loudly a stage runs, not what it computes.
+NOT_FINGERPRINTED = {
+    "run_dir", "force", "push_to_hub", "hub_prefix", "hub_model_id", "hub_token", "hub_strategy", "hub_private_repo",
+    "hub_always_push", "hub_revision", "output_dir", "logging_dir", "report_to", "disable_tqdm", "logging_steps",
+    "logging_first_step", "log_level", "log_level_replica", "local_rank", "num_workers", "generation_batch_size",
+    "scoring_batch_size", "report_examples", "report_path", "dataloader_num_workers", "save_steps", "save_strategy",
+    "save_total_limit", "run_name", "project", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id",
+}
+
+
+@dataclass
+class StageResult:
+    """What a stage reports: counts of what it made, metrics, and its output files (relative to its folder)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class RunView:
+    """The run's shared arguments as one stage sees them: only the fields it declared (``Stage.run_fields``), which
+    are the ones its fingerprint covers; reading another one is a bug in the stage's declaration, so it raises."""
+
+    # Where and how loudly a stage runs, not what it computes: readable by every stage, never fingerprinted.
+    ALWAYS = frozenset({"run_dir", "hub_prefix", "force"})
+    DERIVED = {"kind": ("env_id",), "critic_base": ("critic_model", "policy_model")}
+
+    def __init__(self, run: RunArguments, fields: Sequence[str]):
+        self._run, self._fields = run, frozenset(fields)
+
+    def __getattr__(self, name: str) -> Any:
+        needed = set(self.DERIVED.get(name, (name,))) - self.ALWAYS
+        if not needed <= self._fields:
+            raise AttributeError(f"run field(s) {sorted(needed - self._fields)} not in this stage's run_fields "
+                                 "(add them there, so that its fingerprint covers them)")
+        return getattr(self._run, name)
+
+
+@dataclass
+class StageContext:
+    """Handed to a stage: its folder, the run's shared arguments it declared, its inputs, and a progress logger."""
+
+    stage: str
+    dir: Path
+    run: RunView
+    inputs: dict[str, dict[str, Any]]
+    started: float = field(default_factory=time.perf_counter)
+    stream: Any = None
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.run.run_dir)
+
+    def log(self, message: str) -> None:
+        elapsed = time.perf_counter() - self.started
+        print(f"[{self.stage}] {message} ({elapsed:.0f}s)", file=self.stream or sys.stdout, flush=True)
+
+    def input_path(self, stage: str, output: str) -> Path:
+        """A file written by an upstream stage (as named in its marker's ``outputs``)."""
+        marker = self.inputs.get(stage)
+        if marker is None:
+            raise StageError(f"stage {self.stage} did not declare {stage} as an input")
+        if output not in marker["outputs"]:
+            raise StageError(f"stage {stage} has no output {output!r} (it has {sorted(marker['outputs'])})")
+        return self.run_dir / marker["dir"] / marker["outputs"][output]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage: its name, the dataclasses it parses, its inputs and what it does."""
+
+    name: str
+    help: str
+    arg_types: Callable[[], tuple[type, ...]]  # besides RunArguments; a function so that trl loads lazily
+    run: Callable[..., StageResult]
+    run_fields: tuple[str, ...] = ()  # the RunArguments it reads (env_id for all): what its fingerprint covers
+    inputs: Callable[..., list[str]] = lambda *args: []
+    folder: Callable[..., str] | None = None
+    push: Callable[..., dict[str, str]] | None = None
+
+    @property
+    def command(self) -> str:
+        return self.name.replace("_", "-")
+
+    def dataclass_types(self) -> tuple[type, ...]:
+        return (RunArguments, *self.arg_types())
+
+    def dir_name(self, args: Sequence[Any]) -> str:
+        return self.folder(*args) if self.folder else self.name
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Markers and fingerprints
+# --------------------------------------------------------------------------------------------------------------
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that readers see the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, default=str)  # key order kept: a stage lists its main product first
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_marker(stage_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((stage_dir / MARKER).read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+MAX_FINGERPRINTED_FILES = 10_000
+
+
+def _path_identity(value: str) -> Any:
+    """An option naming a local file or folder (trajectories, tasks, a model) stands for its contents: the name
+    with each file's size and modification time, so that a rewritten file makes the stage run again."""
+    if value in ("", ".", os.sep):
+        return value
+    path = Path(value).expanduser()
+    try:
+        if path.is_file():
+            stat = path.stat()
+            return [value, stat.st_size, stat.st_mtime_ns]
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file())[:MAX_FINGERPRINTED_FILES]
+            return [value, [(str(p.relative_to(path)), p.stat().st_size, p.stat().st_mtime_ns) for p in files]]
+    except OSError:
+        pass
+    return value
+
+
+def _fingerprint_view(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _fingerprint_view(v) for k, v in sorted(value.items()) if k not in NOT_FINGERPRINTED}
+    if isinstance(value, (list, tuple)):
+        return [_fingerprint_view(v) for v in value]
+    if isinstance(value, str):
+        return _path_identity(value)
+    if isinstance(value, (int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def fingerprint(stage: Stage, args: Sequence[Any], inputs: dict[str, dict[str, Any]]) -> str:
+    """A hash of what determines a stage's outputs: the run fields it reads, its own options (files named there
+    by their contents' sizes and times), and which run of each upstream stage it reads (re-running one, even
+    with ``--force`` and the same options, makes the stages after it run again)."""
+    run = asdict_public(args[0])
+    view = {
+        "stage": stage.name,
+        "run": _fingerprint_view({k: run[k] for k in ("env_id", *stage.run_fields)}),
+        "args": [_fingerprint_view(asdict_public(a)) for a in args[1:]],
+        "inputs": {name: [marker["fingerprint"], marker.get("run_id")] for name, marker in sorted(inputs.items())},
+    }
+    return hashlib.sha256(json.dumps(view, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def clear_folder(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {}
+    for name in ("colbench-gym", "torch", "transformers", "trl", "peft", "datasets"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Running one stage
+# --------------------------------------------------------------------------------------------------------------
+
+def world_size() -> int:
+    """Processes of an ``accelerate launch`` / ``torchrun`` run (1 otherwise)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _barrier() -> None:
+    if world_size() > 1:
+        from accelerate import PartialState
+
+        PartialState().wait_for_everyone()
+
+
+def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str, Any]:
+    """Run ``stage`` with its parsed dataclasses (``RunArguments`` first) unless it is complete; return its marker.
+
+    Under ``accelerate launch`` (training stages only) every process decides alike from the same files and
+    trains; the main process alone clears, marks and pushes.
+    """
+    run = args[0]
+    out = stream or sys.stdout
+    run_dir = Path(run.run_dir)
+    folder = stage.dir_name(args[1:])
+    stage_dir = run_dir / folder
+    label = folder.replace(os.sep, "/")
+    main = is_main_process()
+    if world_size() > 1 and stage.name not in TRAINING_STAGES:
+        raise ConfigError(f"stage {stage.name} runs in one process; launch only the training stages "
+                          f"{list(TRAINING_STAGES)} with accelerate")
+
+    check_push_target(stage, args)
+    inputs: dict[str, dict[str, Any]] = {}
+    for name in stage.inputs(*args[1:]):
+        marker = read_marker(run_dir / name)
+        if marker is None:
+            command = name.split("/")[0].replace("_", "-")
+            raise StageError(
+                f"stage {label} needs the output of {name}, which is not complete in {run_dir}: "
+                f"run `sweet-rl {command}` with the same --config first"
+            )
+        inputs[name] = marker
+
+    def print_(message: str) -> None:
+        if main:
+            print(f"[{label}] {message}", file=out, flush=True)
+
+    digest = fingerprint(stage, args, inputs)
+    marker = read_marker(stage_dir)
+    if marker is not None and marker.get("fingerprint") == digest and not run.force:
+        print_(f"skipped: complete since {marker['finished_at']} ({marker['seconds']:.1f}s), "
+               f"{_summary(marker)}")
+        if main:
+            _push_if_asked(stage, args, stage_dir, marker, print_)
+        return marker
+    if main:
+        if marker is not None:
+            print_("running again: " + ("--force" if run.force else "its configuration or inputs changed"))
+            clear_folder(stage_dir)
+        else:
+            running = _read_json(stage_dir / RUNNING)
+            if running is not None and running.get("fingerprint") == digest:
+                print_("resuming an interrupted run")
+            elif stage_dir.exists() and any(stage_dir.iterdir()):
+                print_("clearing an interrupted run with another configuration")
+                clear_folder(stage_dir)
+        stage_dir.mkdir(parents=True, exist_ok=True)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    if main:
+        write_json_atomic(stage_dir / RUNNING, {"fingerprint": digest, "started_at": started_at})
+    _barrier()
+
+    context = StageContext(stage=label, dir=stage_dir, run=RunView(run, ("env_id", *stage.run_fields)),
+                           inputs=inputs, stream=out if main else io.StringIO())
+    print_("running")
+    began = time.perf_counter()
+    result = stage.run(context, *args[1:])
+    seconds = time.perf_counter() - began
+    _barrier()
+    missing = [name for name, rel in result.outputs.items() if not (stage_dir / rel).exists()]
+    if missing:
+        raise StageError(f"stage {label} reported outputs it did not write: {missing}")
+
+    marker = {
+        "stage": stage.name,
+        "dir": folder,
+        "fingerprint": digest,
+        "run_id": uuid.uuid4().hex,  # which run of the stage this is: the stages after it read it
+        "started_at": started_at,
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "seconds": seconds,
+        "counts": result.counts,
+        "metrics": result.metrics,
+        "outputs": result.outputs,
+        "info": {**result.info, "peak_rss_mb": _peak_rss_mb()},
+        "inputs": {name: m["fingerprint"] for name, m in inputs.items()},
+        "config": [asdict_public(a) for a in args],
+        "versions": _versions(),
+    }
+    if main:
+        write_json_atomic(stage_dir / MARKER, marker)
+        (stage_dir / RUNNING).unlink(missing_ok=True)
+        print_(f"done in {seconds:.1f}s: {_summary(marker)}")
+        _push_if_asked(stage, args, stage_dir, marker, print_)
+    _barrier()
+    return marker
+
+
+def _peak_rss_mb() -> float | None:
+    """Peak resident memory of this process so far (the stages of one pipeline share a process)."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _summary(marker: dict[str, Any]) -> str:
+    parts = [f"{k}={v}" for k, v in marker.get("counts", {}).items()]
+    parts += [f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in marker.get("metrics", {}).items()]
+    return ", ".join(parts) or "no counts"
+
+
+def check_push_target(stage: Stage, args: Sequence[Any]) -> None:
+    """Before any work: a push that is asked for needs somewhere to go. Datasets go to ``<hub_prefix>-<kind>``; a
+    trained model to its trainer configuration's ``hub_model_id`` if set, else ``<hub_prefix>-<role>``."""
+    if stage.push is None or not any(getattr(a, "push_to_hub", False) for a in args[1:]):
+        return
+    if stage.name in MODEL_EXPORTS and any(getattr(a, "hub_model_id", None) for a in args[1:]):
+        return
+    prefix = args[0].hub_prefix
+    if not prefix or "/" not in prefix:
+        raise ConfigError(f"{stage.name}: --push_to_hub needs --hub_prefix as '<user or org>/<name>' (got {prefix!r}):"
+                          " the repositories are named '<hub_prefix>-<kind>'"
+                          + (", or set --hub_model_id" if stage.name in MODEL_EXPORTS else ""))
+
+
+def _push_if_asked(stage: Stage, args: Sequence[Any], stage_dir: Path, marker: dict[str, Any], print_) -> None:
+    """Push a complete stage's artefacts when asked and not yet pushed (a failed push keeps the stage complete)."""
+    if stage.push is None or not any(getattr(a, "push_to_hub", False) for a in args[1:]):
+        return
+    pushed = _read_json(stage_dir / "_PUSHED.json") or {}
+    if pushed.get("fingerprint") == marker["fingerprint"]:
+        print_(f"already pushed: {', '.join(pushed['repos'].values())}")
+        return
+    repos = stage.push(stage_dir, marker, *args)
+    write_json_atomic(stage_dir / "_PUSHED.json", {"fingerprint": marker["fingerprint"], "repos": repos})
+    print_(f"pushed to the Hub: {', '.join(repos.values())}")
+

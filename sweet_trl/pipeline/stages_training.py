@@ -1,0 +1,150 @@
+"""The training stages: the critic, the SWEET policy and the two baselines (RFT, multi-turn DPO), each a TRL
+trainer fitted on the pairs or trajectories of the stage before it, resuming from its last checkpoint."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sweet_trl.pipeline.errors import StageError
+from sweet_trl.pipeline.models import release, resolve_model
+from sweet_trl.pipeline.runner import StageContext, StageResult
+
+
+def _fit(ctx: StageContext, trainer: Any, output_dir: Path) -> dict[str, Any]:
+    """Train (resuming from the last checkpoint of an interrupted run), save the model, the tokenizer and the
+    trainer's ``log_history``; returns the last logged value of every metric."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    checkpoint = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
+    if checkpoint:
+        ctx.log(f"resuming training from {checkpoint}")
+    trainer.train(resume_from_checkpoint=checkpoint)
+    trainer.save_model(str(output_dir))
+    history = trainer.state.log_history
+    if trainer.is_world_process_zero():
+        trainer.processing_class.save_pretrained(str(output_dir))
+        (ctx.dir / "log_history.json").write_text(json.dumps(history, indent=1, default=str), encoding="utf-8")
+    return final_metrics(history) | {"global_step": trainer.state.global_step}
+
+
+def final_metrics(history: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Each logged metric averaged over the last quarter of the logged steps (one step alone is noisy with
+    small batches); the summary row's values (``train_loss``: the mean over all steps, runtimes) as they are."""
+    steps = [row for row in history if "train_runtime" not in row]
+    summary = {k: v for row in history if "train_runtime" in row for k, v in row.items()}
+    keys = {k for row in steps for k, v in row.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("epoch", "step")}
+    out: dict[str, float] = {}
+    for key in keys:
+        values = [row[key] for row in steps if isinstance(row.get(key), (int, float))]
+        tail = values[-max(1, len(values) // 4):]
+        out[key] = sum(tail) / len(tail)
+    out.update({k: float(v) for k, v in summary.items() if isinstance(v, (int, float)) and k not in ("epoch", "step")})
+    return out
+
+
+def _prepare_training(ctx: StageContext, model_config: Any, config: Any, base: str) -> Any:
+    """Fill the model path and output folder of a training stage; returns its ``TrainerInputs``."""
+    from sweet_trl.policy_trainer import trainer_inputs
+
+    if not model_config.model_name_or_path:
+        model_config.model_name_or_path = resolve_model(base)
+    config.output_dir = str(ctx.dir / "model")
+    # The stage pushes its own export (with the card); a Trainer pushing by itself would need the network early.
+    config.push_to_hub = False
+    if config.report_to in ("all", ["all"]):
+        config.report_to = []
+    inputs = trainer_inputs(config, model_config)
+    if inputs.tokenizer.pad_token is None:
+        inputs.tokenizer.pad_token = inputs.tokenizer.eos_token
+    return inputs
+
+
+def _train(ctx: StageContext, trainer_class: Any, inputs: Any, config: Any, dataset: Any
+           ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Build the stage's trainer on ``_prepare_training``'s inputs, fit it and free its memory; returns the last
+    metrics and the trainer's report on its training rows (empty when it keeps none)."""
+    model, tokenizer, peft_config, quantization_config = inputs
+    ctx.log(f"base {model}, {'LoRA' if peft_config else 'full fine-tuning'}")
+    trainer = trainer_class(model, args=config, train_dataset=dataset, processing_class=tokenizer,
+                            peft_config=peft_config, quantization_config=quantization_config)
+    last = _fit(ctx, trainer, ctx.dir / "model")
+    report = getattr(trainer, "data_report", {}).get("train", {})
+    del trainer
+    release()
+    return last, report
+
+
+def _training_result(ctx: StageContext, last: dict[str, Any], counts: dict[str, int], keys: Sequence[str],
+                     model_config: Any, config: Any) -> StageResult:
+    return StageResult(
+        counts=counts,
+        metrics={k: float(last[k]) for k in keys if k in last},
+        outputs={"model": "model", "log_history": "log_history.json"},
+        info={"base_model": model_config.model_name_or_path, "adapter": bool(model_config.use_peft),
+              "train_runtime": last.get("train_runtime")},
+    )
+
+
+def stage_train_critic(ctx: StageContext, model_config: Any, config: Any, export: Any) -> StageResult:
+    """Train the asymmetric critic on the trajectory pairs (Bradley-Terry on turn-advantage scores)."""
+    from sweet_trl.critic_trainer import SweetCriticTrainer
+    from sweet_trl.policy_trainer import load_rows
+
+    pairs = load_rows(ctx.input_path("critic_pairs", "pairs"))
+    inputs = _prepare_training(ctx, model_config, config, ctx.run.critic_base)
+    ctx.log(f"{len(pairs)} trajectory pairs")
+    last, report = _train(ctx, SweetCriticTrainer, inputs, config, pairs)
+    return _training_result(ctx, last, {"steps": int(last["global_step"]), "pairs": len(pairs),
+                                        "pairs_used": report.get("kept", len(pairs))},
+                            ("train_loss", "pair_accuracy", "margin"), model_config, config)
+
+
+def stage_train_policy(ctx: StageContext, model_config: Any, config: Any, export: Any) -> StageResult:
+    """Train the policy with turn-level DPO on the critic-ranked pairs (no privileged information)."""
+    from sweet_trl.policy_trainer import TurnPreferenceTrainer, load_rows
+
+    pairs = load_rows(ctx.input_path("policy_pairs", "pairs"))
+    inputs = _prepare_training(ctx, model_config, config, ctx.run.policy_model)
+    ctx.log(f"{len(pairs)} turn pairs")
+    last, report = _train(ctx, TurnPreferenceTrainer, inputs, config, pairs)
+    return _training_result(ctx, last, {"steps": int(last["global_step"]), "pairs": len(pairs),
+                                        "pairs_used": report.get("kept", len(pairs))},
+                            ("train_loss", "rewards/accuracies", "rewards/margins"), model_config, config)
+
+
+def stage_baseline_rft(ctx: StageContext, model_config: Any, config: Any, export: Any) -> StageResult:
+    """Baseline: supervised fine-tuning on the successful collected trajectories."""
+    from trl import SFTTrainer
+
+    from sweet_trl.baselines.rejection_finetuning import rft_dataset
+
+    inputs = _prepare_training(ctx, model_config, config, ctx.run.policy_model)
+    try:
+        dataset = rft_dataset(ctx.input_path("collect", "trajectories"), inputs.tokenizer, config)
+    except ValueError as err:
+        raise StageError(str(err)) from err
+    ctx.log(f"{len(dataset)} successful trajectories to imitate")
+    last, _ = _train(ctx, SFTTrainer, inputs, config, dataset)
+    return _training_result(ctx, last, {"steps": int(last["global_step"]), "trajectories": len(dataset)},
+                            ("train_loss",), model_config, config)
+
+
+def stage_baseline_mtdpo(ctx: StageContext, model_config: Any, config: Any, export: Any) -> StageResult:
+    """Baseline: DPO on whole trajectories (the pairs the critic is trained on, without privileged information)."""
+    from sweet_trl.baselines.multiturn_dpo import MultiTurnDPOTrainer, multiturn_dpo_pairs
+
+    inputs = _prepare_training(ctx, model_config, config, ctx.run.policy_model)
+    if config.pair_preset is None:  # the released recipe of this environment, as for the critic's pairs
+        config.apply_pair_preset(ctx.run.kind)
+    try:
+        pairs = multiturn_dpo_pairs(ctx.input_path("collect", "trajectories"), config)
+    except ValueError as err:
+        raise StageError(str(err)) from err
+    ctx.log(f"{len(pairs)} trajectory pairs")
+    last, _ = _train(ctx, MultiTurnDPOTrainer, inputs, config, pairs)
+    return _training_result(ctx, last, {"steps": int(last["global_step"]), "pairs": len(pairs)},
+                            ("train_loss", "rewards/accuracies", "rewards/margins"), model_config, config)
