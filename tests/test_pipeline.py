@@ -473,8 +473,36 @@ def test_answer_forcing_starts_the_last_turn_with_the_marker():
     assert all(not g.text.startswith(prefix) and not g.prompt_text.endswith(prefix) for g in outputs[0])
     for generation in outputs[1]:
         assert generation.text.startswith(prefix) and generation.prompt_text.endswith("<|assistant|>\n" + prefix)
+        assert generation.text.endswith("\n```")  # the code block is closed
         assert 0 < len(generation.token_ids) <= 4  # the prefix is prompt, not generated tokens
     assert backend.name == "tiny"
+
+
+def test_answer_forcing_stops_the_answer_at_its_closing_fence():
+    """The forced answer ends where its code block closes; other turns keep their own stop strings."""
+    from sweet_trl.generation import Generation, SamplingParams
+    from sweet_trl.pipeline import AnswerForcing
+
+    class Recorder:
+        name, chat_template = "recorder", "{{ messages }}"
+        tokenizer = None
+
+        def __init__(self):
+            self.calls = []
+
+        def generate(self, histories, n=1, sampling=None, seeds=None):
+            self.calls.append((len(histories), list(sampling.stop), seeds))
+            text = "def f(x):\n    return x * 2" if "```" in sampling.stop else "Which unit?"
+            return [[Generation(text=text) for _ in range(n)] for _ in histories]
+
+    recorder = Recorder()
+    backend = AnswerForcing(recorder, max_turns=2, language="python")
+    first = [{"role": "user", "content": "Write f."}]
+    last = first + [{"role": "assistant", "content": "What does it do?"}, {"role": "user", "content": "Doubles."}]
+    outputs = backend.generate([last, first, last], sampling=SamplingParams(stop=["END"]), seeds=[7, 8, 9])
+    assert recorder.calls == [(1, ["END"], [8]), (2, ["END", "```"], [7, 9])]
+    assert outputs[1][0].text == "Which unit?"
+    assert outputs[0][0].text == outputs[2][0].text == "I WANT TO ANSWER:\n```python\ndef f(x):\n    return x * 2\n```"
 
 
 def test_final_training_metrics_average_the_last_quarter_of_steps():

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,14 +88,19 @@ class AnswerForcing:
 
     The marker and an opened code block are appended to the prompt after the assistant header (through the
     backend's chat template, so the model continues from them) and put back in front of the generated text.
+    The answer ends where its code block closes: generation stops at the closing fence (the prose a small
+    model writes after its code is never graded and would cost as many tokens again), and the fence is put
+    back. Last turns and other turns go to the backend as two calls, since only the last ones stop there.
     """
+
+    FENCE = "```"
 
     def __init__(self, backend: Any, max_turns: int, language: str):
         from colbench_gym.envs.dialogue import ANSWER_MARKER
 
         self.backend, self.max_turns = backend, max_turns
         self.name = backend.name
-        self.prefix = f"{ANSWER_MARKER}\n```{language}\n"
+        self.prefix = f"{ANSWER_MARKER}\n{self.FENCE}{language}\n"
         template = backend.chat_template or backend.tokenizer.chat_template
         turns = "(messages | selectattr('role', 'equalto', 'assistant') | list | length)"
         backend.chat_template = (template + "{% if add_generation_prompt and " + turns + f" >= {max_turns - 1} %}}"
@@ -103,12 +110,24 @@ class AnswerForcing:
         return sum(m["role"] == "assistant" for m in history) >= self.max_turns - 1
 
     def generate(self, histories, n=1, sampling=None, seeds=None):
-        outputs = self.backend.generate(histories, n=n, sampling=sampling, seeds=seeds)
-        for history, samples in zip(histories, outputs):
-            if self.is_last_turn(history):
-                for generation in samples:
-                    if generation.ok:
-                        generation.text = self.prefix + generation.text
+        from sweet_trl.generation import SamplingParams
+
+        sampling = sampling or SamplingParams()
+        last = [self.is_last_turn(h) for h in histories]
+        outputs: list[Any] = [None] * len(histories)
+        for is_last in (False, True):
+            indices = [i for i, flag in enumerate(last) if flag == is_last]
+            if not indices:
+                continue
+            group_sampling = dataclasses.replace(sampling, stop=[*sampling.stop, self.FENCE]) if is_last else sampling
+            results = self.backend.generate([histories[i] for i in indices], n=n, sampling=group_sampling,
+                                            seeds=None if seeds is None else [seeds[i] for i in indices])
+            for i, samples in zip(indices, results):
+                outputs[i] = samples
+                if is_last:
+                    for generation in samples:
+                        if generation.ok:
+                            generation.text = f"{self.prefix}{generation.text.rstrip()}\n{self.FENCE}"
         return outputs
 
 
