@@ -1,6 +1,7 @@
 """``sweet-rl``: the SWEET-RL pipeline from the command line, one subcommand per stage.
 
     sweet-rl pipeline          --config examples/configs/demo_cpu.yaml     # every stage, then the report
+    sweet-rl study             --config examples/configs/study_cpu.yaml    # SWEET-RL vs ablation and baselines
     sweet-rl collect           --config run.yaml [--episodes_per_task 8]   # roll out the base policy
     sweet-rl critic-pairs      --config run.yaml                           # trajectory pairs per task
     sweet-rl train-critic      --config run.yaml [--push_to_hub]           # the asymmetric critic
@@ -97,6 +98,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             pipeline.make_parser([pipeline.PipelineArguments], prog="sweet-rl pipeline (--pipeline.<option>)").print_help()
         elif command == "pipeline":
             pipeline.run_pipeline(config_path, rest)
+        elif command == "study" and ("-h" in rest or "--help" in rest):
+            from sweet_trl.study import StudyArguments, runner
+
+            print(textwrap.dedent("    " + runner.run_study.__doc__))
+            pipeline.make_parser([StudyArguments], prog="sweet-rl study (--study.<option>)").print_help()
+        elif command == "study":
+            from sweet_trl.study import run_study
+
+            if config_path is None:
+                raise pipeline.ConfigError("study needs --config (see examples/configs/study_cpu.yaml)")
+            run_study(config_path, rest)
         elif command == "report":
             pipeline.report_command(config_path, rest)
         else:

@@ -20,6 +20,7 @@ class RunData:
 
     run_dir: Path
     markers: dict[str, dict[str, Any]] = field(default_factory=dict)  # stage folder -> marker
+    study: dict[str, Any] | None = None  # <run_dir>/study.json, written by `sweet-rl study`
 
     def ordered(self) -> list[tuple[str, dict[str, Any]]]:
         def key(item):
@@ -71,6 +72,12 @@ def load_run(run_dir: str | Path) -> RunData:
         folder = path.parent.relative_to(run_dir).as_posix()
         marker.setdefault("dir", folder)
         data.markers[folder] = marker
+    study = run_dir / "study.json"
+    if study.exists():
+        try:
+            data.study = json.loads(study.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            data.study = None
     return data
 
 

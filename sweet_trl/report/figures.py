@@ -152,3 +152,27 @@ def _curve_keys(numeric: Mapping[str, list]) -> list[str]:
     keys = [k for k in preferred if k in numeric]
     keys += sorted(k for k in numeric if k not in keys)
     return keys[:6]
+
+
+def interval_bars(policies: Mapping[str, Mapping[str, Any]], metrics: Mapping[str, tuple[str, str, float]]) -> str:
+    """Per policy, each metric's point estimate with its interval as an error bar.
+
+    ``metrics``: label -> (value key, interval key, scale), e.g. ``{"success %": ("success_rate", "success_ci", 100)}``.
+    """
+    fig, axes = _figure(width=3.4 * len(metrics), height=3.2)
+    plt = _pyplot()
+    fig.clear()
+    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+    names = list(policies)
+    for ax, (label, (key, ci_key, scale)) in zip(axes, metrics.items()):
+        values = [float(policies[n][key]) * scale for n in names]
+        lows = [v - float(policies[n][ci_key][0]) * scale for n, v in zip(names, values)]
+        highs = [float(policies[n][ci_key][1]) * scale - v for n, v in zip(names, values)]
+        ax.bar(range(len(names)), values, yerr=[lows, highs], capsize=4,
+               color=[PALETTE[i % len(PALETTE)] for i in range(len(names))])
+        for x, value in enumerate(values):
+            ax.text(x, value, f"{value:.1f}", ha="left", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(names)), labels=names, fontsize=7, rotation=25, ha="right")
+        ax.set_title(label, fontsize=9)
+    plt.setp(axes, ylim=(0, None))
+    return to_svg(fig)

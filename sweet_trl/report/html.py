@@ -106,6 +106,7 @@ def render_report(data: RunData, examples: int = 6) -> str:
     )
     parts = [
         header,
+        _study_section(data),
         _results_section(data),
         _stages_section(data),
         _rewards_section(data),
@@ -139,6 +140,51 @@ def _results_section(data: RunData) -> str:
                  "Per policy: success rate (every hidden test passes), mean reward (fraction of tests passed, or "
                  "similarity to the target page) and the share of episodes that ended with an answer.")
         + "</section>"
+    )
+
+
+def _study_section(data: RunData) -> str:
+    """The study's table with intervals, paired differences and the critics' best-of-N selection."""
+    study = data.study
+    if not study:
+        return ""
+    level = int(round(100 * study["study"]["confidence"]))
+
+    def cell(value: float, ci: Sequence[float], scale: float) -> str:
+        return f"{value * scale:.1f} [{ci[0] * scale:.1f}, {ci[1] * scale:.1f}]"
+
+    policies = study["policies"]
+    rows = []
+    for name, entry in policies.items():
+        parts = entry.get("parts", {})
+        rows.append([f"<b>{esc(name)}</b>", cell(entry["success_rate"], entry["success_ci"], 100),
+                     cell(entry["tests_passed"], entry["tests_passed_ci"], 1),
+                     *[cell(parts[p]["success_rate"], parts[p]["success_ci"], 100) if p in parts else "" for p in
+                       ("seen", "unseen")], entry["episodes"], entry["tasks"]])
+    comparison_rows = [[esc(label), f"{100 * c['success']['difference']:+.1f} [{100 * c['success']['ci'][0]:+.1f}, "
+                        f"{100 * c['success']['ci'][1]:+.1f}]", f"{c['tests_passed']['difference']:+.1f} "
+                        f"[{c['tests_passed']['ci'][0]:+.1f}, {c['tests_passed']['ci'][1]:+.1f}]"]
+                       for label, c in study["comparisons"].items()]
+    selection = study.get("critic_selection") or {}
+    selection_rows = [[esc(name), f"{100 * e['top1']['mean']:.1f} [{100 * e['top1']['low']:.1f}, "
+                       f"{100 * e['top1']['high']:.1f}]", f"{100 * e['selected_reward']['mean']:.1f}", e["turns_scored"]]
+                      for name, e in selection.get("rankers", {}).items() if "top1" in e]
+    shown = {"success %": ("success_rate", "success_ci", 100.0), "tests passed %": ("tests_passed", "tests_passed_ci", 1.0)}
+    return (
+        "<section id='study'><h2>Study</h2>"
+        f"<p>Every policy on the same held-out tasks ({esc(study.get('eval_tasks'))}) with the same episode seeds; "
+        f"{level}% percentile-bootstrap intervals over tasks. Seen/unseen: test tasks of templates that training "
+        "used (with other hidden values) or never used.</p>"
+        + table(["policy", "success %", "tests passed %", "success % (seen)", "success % (unseen)", "episodes",
+                 "tasks"], rows, numeric_from=5)
+        + figure("study", figures.interval_bars(policies, shown),
+                 f"Success rate and tests passed per policy, with {level}% bootstrap intervals over tasks.")
+        + "<h3>Paired differences (per task, then bootstrapped)</h3>"
+        + table(["comparison", "success (points)", "tests passed (points)"], comparison_rows, numeric_from=3)
+        + ("<h3>The critics judged directly: best-of-N selection on held-out answer turns</h3>"
+           + table(["ranker", "picks a best candidate %", "reward of its pick %", "turns"], selection_rows,
+                   numeric_from=3) if selection_rows else "")
+        + f"<p class='muted'>Stage time {study['stage_seconds_total'] / 60:.1f} min.</p></section>"
     )
 
 

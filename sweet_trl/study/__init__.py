@@ -1,0 +1,15 @@
+"""SWEET-RL against its ablation and baselines, trained from one collection and judged on the same held-out tasks.
+
+    sweet-rl study --config examples/configs/study_cpu.yaml      # make study
+
+Files: :mod:`~sweet_trl.study.config` (the ``study:`` section), :mod:`~sweet_trl.study.runner` (which stages run
+where), :mod:`~sweet_trl.study.critic_eval` and :mod:`~sweet_trl.study.critic_run` (the critics judged by best-of-N
+selection), :mod:`~sweet_trl.study.stats` (bootstrap intervals), :mod:`~sweet_trl.study.results` (JSON and table).
+"""
+
+from sweet_trl.study.config import METHODS, StudyArguments
+from sweet_trl.study.runner import Study, load_results, run_study
+from sweet_trl.study.stats import Interval, bootstrap_mean, paired_difference
+
+__all__ = ["METHODS", "Interval", "Study", "StudyArguments", "bootstrap_mean", "load_results", "paired_difference",
+           "run_study"]

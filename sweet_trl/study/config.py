@@ -1,0 +1,65 @@
+"""The `study:` section of a run configuration: which methods to compare, how often, and where the results go."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+METHODS = ("sweet", "sweet_no_privileged", "rft", "mtdpo")
+
+
+@dataclass
+class StudyArguments:
+    r"""
+    The `study` command: one collection, several training methods, the same held-out evaluation, intervals.
+
+    Parameters:
+        methods (`list[str]`, *optional*, defaults to all four):
+            Trained policies to compare with zero-shot: `"sweet"` (SWEET-RL: critic with the privileged
+            information), `"sweet_no_privileged"` (the same with a critic trained without it, the paper's
+            ablation), `"rft"` (rejection fine-tuning), `"mtdpo"` (multi-turn DPO).
+        rounds (`int`, *optional*, defaults to `1`):
+            SWEET-RL rounds: round r+1 collects with the round-r policy (merged into its base) and trains from it.
+            Later rounds live under `<run_dir>/round<r>/` and are reported against round 1.
+        critic_eval_states (`int`, *optional*, defaults to `48`):
+            Held-out answer turns (from the zero-shot evaluation episodes) on which the critics are judged by
+            best-of-N selection; `0` skips it.
+        critic_eval_candidates (`int`, *optional*, defaults to `8`):
+            Candidate answers sampled per held-out turn and graded by the environment's scorer.
+        bootstrap_samples (`int`, *optional*, defaults to `10000`):
+            Resamples of the tasks for every interval.
+        confidence (`float`, *optional*, defaults to `0.95`):
+            Level of the intervals.
+        results_path (`str` or `None`, *optional*, defaults to `None`):
+            Also write the study JSON here (for example `benchmarks/results/study_cpu.json`); it is always
+            written to `<run_dir>/study.json`.
+        seed (`int`, *optional*, defaults to `0`):
+            Seed of the bootstrap and of the critic evaluation's turn selection (the stages have their own).
+    """
+
+    methods: list[str] = field(default_factory=lambda: list(METHODS))
+    rounds: int = 1
+    critic_eval_states: int = 48
+    critic_eval_candidates: int = 8
+    bootstrap_samples: int = 10_000
+    confidence: float = 0.95
+    results_path: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown:
+            raise ValueError(f"unknown study methods {unknown}; choose from {list(METHODS)}")
+        if not self.methods:
+            raise ValueError("a study needs at least one method")
+        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
+            raise ValueError(f"rounds must be an int >= 1, got {self.rounds!r}")
+        if self.rounds > 1 and "sweet" not in self.methods:
+            raise ValueError("rounds > 1 iterates SWEET-RL: add 'sweet' to methods")
+        if self.critic_eval_states < 0:
+            raise ValueError(f"critic_eval_states must be >= 0, got {self.critic_eval_states}")
+        if self.critic_eval_candidates < 2:
+            raise ValueError(f"critic_eval_candidates must be >= 2, got {self.critic_eval_candidates}")
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
+        if self.bootstrap_samples < 100:
+            raise ValueError(f"bootstrap_samples must be >= 100, got {self.bootstrap_samples}")

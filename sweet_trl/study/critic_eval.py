@@ -1,0 +1,126 @@
+"""The critic judged directly, as the paper does: best-of-N selection on held-out answer turns.
+
+For each held-out answer turn (the dialogue up to the agent's final message, on tasks the critic never saw), N
+candidate answers are sampled from the policy and each is graded by the environment's own scorer, so its true
+reward is known. A critic "selects" the candidate it ranks first; it is right when that candidate has the best
+true reward among the N. A random pick is right with probability (number of best candidates) / N. Only turns
+whose candidates differ in reward can tell critics apart, so the accuracy is over those turns.
+
+    rows = sample_answer_candidates(trajectories, backend, num_candidates=8, ...)
+    rows = grade_candidates(rows, tasks)
+    result = best_of_n_selection(rows, {"privileged": scorer_a, "no_privileged": scorer_b})
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from sweet_trl.study.stats import bootstrap_mean
+
+
+def answer_turn_states(trajectories: Any, max_turns: int, env_id: str, max_states: int | None = None,
+                       seed: int = 0) -> list[dict[str, Any]]:
+    """The final agent turn of every usable trajectory as a turn state (prompt without ``c``, and ``c`` apart)."""
+    from sweet_trl.turn_pairs import TurnPairsConfig, turn_states_from_records
+    from sweet_trl.trajectories import read_trajectories
+
+    records = read_trajectories(trajectories)
+    config = TurnPairsConfig(state_fraction=1.0, env_id=env_id, max_turns=max_turns, seed=seed)
+    states, _ = turn_states_from_records(records, config)
+    last = {}
+    for state in states:
+        if state["episode_id"] not in last or state["turn"] > last[state["episode_id"]]["turn"]:
+            last[state["episode_id"]] = state
+    chosen = sorted(last.values(), key=lambda s: s["state_id"])
+    if max_states is not None and len(chosen) > max_states:
+        chosen = sorted(random.Random(seed).sample(chosen, max_states), key=lambda s: s["state_id"])
+    return chosen
+
+
+def grade_candidates(rows: Sequence[Mapping[str, Any]], tasks: Mapping[str, Any], grader: Any = None
+                     ) -> list[dict[str, Any]]:
+    """Add ``candidate_rewards`` (fraction of hidden tests passed) to each row, graded like the environment does
+    (code extracted from the message, the sandboxed grader against the task's reference)."""
+    from colbench_gym.execution import default_grader, extract_code
+
+    grader = grader or default_grader()
+    jobs, where = [], []
+    for i, row in enumerate(rows):
+        task = tasks[row["task_id"]]
+        for j, text in enumerate(row["candidates"]):
+            code = extract_code(text)
+            if code.strip():
+                jobs.append((code, task.ground_truth, task.test_cases))
+                where.append((i, j))
+    results = grader.grade_many(jobs) if jobs else []
+    out = [{**row, "candidate_rewards": [0.0] * len(row["candidates"])} for row in rows]
+    for (i, j), result in zip(where, results):
+        out[i]["candidate_rewards"][j] = math.nan if result.infra_error else float(result.score)
+    return out
+
+
+def _selection(rewards: Sequence[float], scores: Sequence[float]) -> tuple[float, float] | None:
+    """(hit, reward of the pick) of the top-scored candidate, or None when the critic scored none."""
+    scored = [(s, r) for s, r in zip(scores, rewards) if math.isfinite(s)]
+    if not scored:
+        return None
+    best = max(rewards)
+    top_score = max(s for s, _ in scored)
+    # ties at the top are split evenly: a critic that cannot tell gets chance credit, not full credit
+    tied = [r for s, r in scored if s == top_score]
+    return sum(r == best for r in tied) / len(tied), sum(tied) / len(tied)
+
+
+def best_of_n_selection(rows: Sequence[Mapping[str, Any]],
+                        rankers: Mapping[str, Callable[[Mapping[str, Any]], Sequence[float]]],
+                        seed: int = 0) -> dict[str, Any]:
+    """How often each ranker's first choice is a best candidate, over turns whose candidates differ in reward.
+
+    ``rankers``: name -> function(row) -> one score per candidate (higher is better). ``random`` and ``oracle``
+    are added. Returns, per ranker, ``top1`` (an interval over turns) and ``selected_reward`` (the mean true
+    reward of its picks), plus the turn counts.
+    """
+    usable = [r for r in rows if len(r["candidates"]) >= 2 and all(math.isfinite(x) for x in r["candidate_rewards"])
+              and max(r["candidate_rewards"]) > min(r["candidate_rewards"])]
+    results: dict[str, Any] = {"turns": len(rows), "turns_with_reward_spread": len(usable), "rankers": {}}
+    if not usable:
+        return results
+
+    def summarise(picks: list[tuple[float, float]]) -> dict[str, Any]:
+        return {"top1": bootstrap_mean([h for h, _ in picks], seed=seed).to_dict(),
+                "selected_reward": bootstrap_mean([r for _, r in picks], seed=seed).to_dict(),
+                "turns_scored": len(picks)}
+
+    for name, ranker in rankers.items():
+        picks = []
+        for row in usable:
+            pick = _selection(row["candidate_rewards"], list(ranker(row)))
+            if pick is not None:
+                picks.append(pick)
+        results["rankers"][name] = summarise(picks) if picks else {"turns_scored": 0}
+    chance = []
+    for row in usable:
+        rewards = row["candidate_rewards"]
+        chance.append((sum(r == max(rewards) for r in rewards) / len(rewards), sum(rewards) / len(rewards)))
+    results["rankers"]["random"] = summarise(chance)
+    results["rankers"]["oracle"] = summarise([(1.0, max(r["candidate_rewards"])) for r in usable])
+    return results
+
+
+def critic_ranker(critic: Any, ranking: str) -> Callable[[Mapping[str, Any]], list[float]]:
+    """A :class:`~sweet_trl.critic.SweetCritic` as a ranker: the same scores the ``rank`` stage would give."""
+    from sweet_trl.turn_pairs import as_candidate_scorer, ranking_scores
+
+    scorer = as_candidate_scorer(critic)
+
+    def rank(row: Mapping[str, Any]) -> list[float]:
+        dialogue = [m for m in row["prompt"] if m["role"] != "system"]
+        results = list(scorer(dialogue, list(row["candidates"]), row["privileged"]))
+        critic_logps = [float(c) for c, _ in results]
+        reference = [None if r is None else float(r) for _, r in results]
+        return ranking_scores(critic_logps, row["policy_mean_logprobs"], reference, ranking)
+
+    return rank

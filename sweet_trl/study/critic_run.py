@@ -1,0 +1,102 @@
+"""The study's critic judgement: held-out answer turns, N graded candidates each, each critic's first choice.
+
+Files under ``<run_dir>/critic_eval/``: ``candidates/`` (a ``datasets`` folder; sampling resumes like the
+``sample_candidates`` stage), ``graded.jsonl`` (candidates with their true rewards) and ``selection.json``
+(the result, recomputed only when a critic was retrained).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sweet_trl.study.critic_eval import answer_turn_states, best_of_n_selection, critic_ranker, grade_candidates
+
+
+def _critics(study: Any) -> dict[str, Path]:
+    critics = {"privileged": study.run_dir / "train_critic"}
+    if "sweet_no_privileged" in study.args.methods:
+        critics["no_privileged"] = study.run_dir / "no_privileged" / "train_critic"
+    return {name: folder for name, folder in critics.items() if (folder / "_COMPLETE.json").exists()}
+
+
+def judge_critics(study: Any) -> dict[str, Any]:
+    from sweet_trl.pipeline import make_backend, release
+    from sweet_trl.turn_pairs import TurnPairsConfig, sample_candidates
+
+    from colbench_gym.tasks import resolve_tasks
+
+    out_dir = study.run_dir / "critic_eval"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    critics = _critics(study)
+    run, gen, candidate_args = study._parse("sample_candidates", ["--run_dir", str(study.run_dir)])
+    (_, rank_args) = study._parse("rank", ["--run_dir", str(study.run_dir)])
+    settings = {
+        "critics": {name: json.loads((folder / "_COMPLETE.json").read_text())["run_id"]
+                    for name, folder in critics.items()},
+        "zero_shot_run": study.markers["evaluate/zero_shot"]["run_id"],
+        "states": study.args.critic_eval_states, "candidates": study.args.critic_eval_candidates,
+        "ranking": rank_args.ranking, "seed": study.args.seed,
+    }
+    result_path = out_dir / "selection.json"
+    if result_path.exists():
+        cached = json.loads(result_path.read_text())
+        if cached.get("settings") == settings:
+            print("[critic_eval] skipped: complete", file=study.out, flush=True)
+            return cached
+    print("\n=== critic_eval ===", file=study.out, flush=True)
+
+    graded_path = out_dir / "graded.jsonl"
+    rows = _read_graded(graded_path, settings)
+    if rows is None:
+        trajectories = study.run_dir / "evaluate" / "zero_shot" / "trajectories.jsonl"
+        states = answer_turn_states(trajectories, max_turns=run.max_turns, env_id=run.env_id,
+                                    max_states=study.args.critic_eval_states, seed=study.args.seed)
+        config = TurnPairsConfig(env_id=run.env_id, max_turns=run.max_turns,
+                                 num_candidates=study.args.critic_eval_candidates, temperature=gen.temperature,
+                                 top_p=gen.top_p, max_new_tokens=gen.max_new_tokens,
+                                 generation_batch_size=gen.generation_batch_size, seed=study.args.seed)
+        backend = make_backend(gen, run.policy_model, name=run.policy_model, run=run)
+        sampled = sample_candidates(states, backend, config, output_dir=out_dir / "candidates").to_list()
+        del backend
+        release()
+        tasks = {task.task_id: task for task in resolve_tasks(run.eval_tasks, "backend")}
+        rows = grade_candidates(sampled, tasks)
+        with graded_path.open("w", encoding="utf-8") as handle:
+            handle.write(json.dumps({"settings": {k: settings[k] for k in _GRADED_KEYS}}) + "\n")
+            for row in rows:
+                handle.write(json.dumps(row, default=str) + "\n")
+
+    from sweet_trl.critic import SweetCritic
+
+    rankers = {}
+    loaded = []
+    for name, folder in critics.items():
+        critic = SweetCritic.from_pretrained(folder / "model", batch_size=rank_args.scoring_batch_size)
+        loaded.append(critic)
+        rankers[f"critic_{name}"] = critic_ranker(critic, rank_args.ranking)
+    result = best_of_n_selection(rows, rankers, seed=study.args.seed)
+    result["settings"] = settings
+    result_path.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    del loaded, rankers
+    release()
+    return result
+
+
+_GRADED_KEYS = ("zero_shot_run", "states", "candidates", "seed")
+
+
+def _read_graded(path: Path, settings: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The graded candidates of an earlier call with the same held-out turns and sampling, else None."""
+    if not path.exists():
+        return None
+    lines = path.read_text(encoding="utf-8").splitlines()
+    try:
+        header = json.loads(lines[0])
+        rows = [json.loads(line) for line in lines[1:] if line.strip()]
+    except (IndexError, json.JSONDecodeError):
+        return None
+    if header.get("settings") != {k: settings[k] for k in _GRADED_KEYS}:
+        return None
+    return rows

@@ -1,0 +1,165 @@
+"""The study's numbers: per-policy intervals, paired differences, timings, seeds and versions, as JSON and text.
+
+``study.json`` (also copied to ``study.results_path``) holds one entry per policy::
+
+    {"success_rate": 0.31, "success_ci": [0.24, 0.38], "tests_passed": 52.0, "tests_passed_ci": [46.1, 57.9],
+     "episodes": 320, "tasks": 80, "parts": {"seen": {...}, "unseen": {...}}}
+
+(``success_rate`` is a fraction, ``tests_passed`` a percentage, as in the evaluation metrics), ``comparisons``
+(paired differences by task, same units), ``critic_selection``, ``stages`` (seconds per stage), ``seeds``,
+``versions`` and ``wall_seconds``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from colbench_gym.tasks.procedural import task_part
+from sweet_trl.study.stats import Interval, bootstrap_mean, paired_difference, per_task_means
+
+METRICS = {"success": ("success_rate", 1.0), "tests_passed": ("mean_reward", 100.0)}
+
+
+def _per_task(marker: Mapping[str, Any], run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / marker["dir"] / "per_task.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _scaled(interval: Interval, scale: float) -> Interval:
+    return Interval(interval.mean * scale, interval.low * scale, interval.high * scale, interval.tasks,
+                    interval.level)
+
+
+def policy_entry(rows: list[dict[str, Any]], samples: int, level: float, seed: int) -> dict[str, Any]:
+    """Success and tests passed with intervals over tasks, for all tasks and for each procedural part."""
+    def summary(subset: list[dict[str, Any]]) -> dict[str, Any]:
+        success = bootstrap_mean([r["success_rate"] for r in subset], samples, level, seed)
+        tests = _scaled(bootstrap_mean([r["mean_reward"] for r in subset], samples, level, seed), 100.0)
+        return {"success_rate": success.mean, "success_ci": [success.low, success.high],
+                "tests_passed": tests.mean, "tests_passed_ci": [tests.low, tests.high],
+                "episodes": sum(int(r["episodes"]) for r in subset), "tasks": len(subset)}
+
+    entry = summary(rows)
+    parts: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        part = task_part(str(row["task_id"]))
+        if part:
+            parts.setdefault(part, []).append(row)
+    if parts:
+        entry["parts"] = {name: summary(subset) for name, subset in sorted(parts.items())}
+    return entry
+
+
+def comparison(ours: list[dict[str, Any]], theirs: list[dict[str, Any]], samples: int, level: float, seed: int
+               ) -> dict[str, Any]:
+    out = {}
+    for name, (key, scale) in METRICS.items():
+        diff = _scaled(paired_difference(per_task_means(ours, key), per_task_means(theirs, key), samples, level,
+                                         seed), scale)
+        out[name] = {"difference": diff.mean, "ci": [diff.low, diff.high], "excludes_zero": diff.excludes_zero(),
+                     "tasks": diff.tasks}
+    return out
+
+
+def _seeds(markers: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    seeds: dict[str, Any] = {}
+    for key, marker in markers.items():
+        for section in marker.get("config", []):
+            for field, value in section.items():
+                if "seed" in field and value is not None:
+                    seeds.setdefault(key, {})[field] = value
+    return seeds
+
+
+def study_results(study: Any, critic_selection: dict[str, Any] | None, wall_seconds: float) -> dict[str, Any]:
+    args = study.args
+    samples, level, seed = args.bootstrap_samples, args.confidence, args.seed
+    evaluations = {k.split("/", 1)[1]: m for k, m in study.markers.items() if k.startswith("evaluate/")}
+    rows = {name: _per_task(marker, study.run_dir) for name, marker in evaluations.items()}
+    policies = {name: policy_entry(r, samples, level, seed) for name, r in rows.items()}
+    comparisons: dict[str, Any] = {}
+
+    def compare(ours: str, theirs: str, label: str | None = None) -> None:
+        if ours in rows and theirs in rows:
+            comparisons[label or f"{ours} - {theirs}"] = comparison(rows[ours], rows[theirs], samples, level, seed)
+
+    compare("sweet", "zero_shot")
+    baselines = [b for b in ("rft", "mtdpo") if b in policies]
+    if baselines:
+        best = max(baselines, key=lambda b: (policies[b]["success_rate"], policies[b]["tests_passed"]))
+        compare("sweet", best, f"sweet - best baseline ({best})")
+    for other in ("rft", "mtdpo", "sweet_no_privileged"):
+        compare("sweet", other)
+        compare(other, "zero_shot")
+    for name in rows:
+        if name.startswith("sweet_round"):
+            compare(name, "sweet", f"{name} - sweet (round 1)")
+    first = next(iter(study.markers.values()))
+    run_config = first["config"][0]
+    return {
+        "config": study.config_path,
+        "env_id": run_config.get("env_id"),
+        "train_tasks": run_config.get("train_tasks"), "eval_tasks": run_config.get("eval_tasks"),
+        "max_train_tasks": run_config.get("max_train_tasks"), "max_eval_tasks": run_config.get("max_eval_tasks"),
+        "policy_model": run_config.get("policy_model"),
+        "study": {k: v for k, v in vars(args).items()},
+        "policies": policies,
+        "comparisons": comparisons,
+        "critic_selection": critic_selection,
+        "stages": [{"stage": key, "dir": m["dir"], "seconds": round(float(m["seconds"]), 1),
+                    "finished_at": m["finished_at"]} for key, m in study.markers.items()],
+        "stage_seconds_total": round(sum(float(m["seconds"]) for m in study.markers.values()), 1),
+        "wall_seconds": round(wall_seconds, 1),
+        "seeds": _seeds(study.markers),
+        "versions": first.get("versions", {}),
+    }
+
+
+def format_table(results: Mapping[str, Any]) -> str:
+    """The printed summary: one row per policy, then the paired differences."""
+    level = int(round(100 * results["study"]["confidence"]))
+    lines = [f"Held-out test tasks ({results['eval_tasks']}), {level}% bootstrap intervals over tasks:",
+             f"{'policy':<22}{'success %':>24}{'tests passed %':>26}{'episodes':>10}"]
+    for name, entry in results["policies"].items():
+        success = Interval(entry["success_rate"], *entry["success_ci"], entry["tasks"]).format()
+        tests = Interval(entry["tests_passed"], *entry["tests_passed_ci"], entry["tasks"]).format(scale=1.0)
+        lines.append(f"{name:<22}{success:>24}{tests:>26}{entry['episodes']:>10}")
+    if results["comparisons"]:
+        lines.append("Paired differences (points):")
+        for label, comp in results["comparisons"].items():
+            s, t = comp["success"], comp["tests_passed"]
+            lines.append(f"  {label:<38} success {100 * s['difference']:+6.1f} [{100 * s['ci'][0]:+.1f}, "
+                         f"{100 * s['ci'][1]:+.1f}]   tests {t['difference']:+6.1f} [{t['ci'][0]:+.1f}, "
+                         f"{t['ci'][1]:+.1f}]")
+    selection = results.get("critic_selection") or {}
+    if selection.get("rankers"):
+        lines.append(f"Best-of-{results['study']['critic_eval_candidates']} selection on "
+                     f"{selection['turns_with_reward_spread']} held-out answer turns whose candidates differ:")
+        for name, entry in selection["rankers"].items():
+            if "top1" in entry:
+                top = entry["top1"]
+                lines.append(f"  {name:<24} picks a best candidate {100 * top['mean']:5.1f}% "
+                             f"[{100 * top['low']:.1f}, {100 * top['high']:.1f}]")
+    lines.append(f"Stage time {results['stage_seconds_total'] / 60:.1f} min (wall {results['wall_seconds'] / 60:.1f} "
+                 "min this call)")
+    return "\n".join(lines)
+
+
+def write_results(study: Any, results: dict[str, Any]) -> Path:
+    path = study.run_dir / "study.json"
+    path.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    if study.args.results_path:
+        target = Path(study.args.results_path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    print("\n" + format_table(results), file=study.out, flush=True)
+    from sweet_trl.pipeline import write_report
+    from sweet_trl.pipeline_config import ReportArguments
+
+    run_args = study._parse("collect", ["--run_dir", str(study.run_dir)])[0]
+    write_report(run_args, ReportArguments(), study.out)
+    return path

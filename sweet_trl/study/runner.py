@@ -1,0 +1,177 @@
+"""The study: one collection, SWEET-RL and its ablation and baselines trained from it, one held-out evaluation.
+
+    sweet-rl study --config examples/configs/study_cpu.yaml            # make study
+    sweet-rl study --config examples/configs/study_cpu.yaml --study.rounds 2 --collect.collect_seed 1
+
+Every step is a pipeline stage (:mod:`sweet_trl.pipeline`), so an interrupted study resumes and a finished one
+only recomputes its statistics. The folders under ``run_dir``::
+
+    collect/ critic_pairs/ train_critic/ sample_candidates/ rank/ policy_pairs/ train_policy/   SWEET-RL
+    baseline_rft/ baseline_mtdpo/                                                                 the baselines
+    no_privileged/{train_critic,rank,policy_pairs,train_policy}/   the critic without c (collect, pairs and
+                                                                   candidates are links to the shared ones)
+    round2/...                                                     SWEET-RL again from the round-1 policy
+    evaluate/<policy>/  critic_eval/  study.json  report.html
+
+Every policy is evaluated on the same test tasks with the same episode seeds, so differences are paired by task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sweet_trl.pipeline_config import ConfigError, load_yaml, make_parser, split_overrides
+from sweet_trl.study.config import StudyArguments
+
+SHARED_WITH_ABLATION = ("collect", "critic_pairs", "sample_candidates")
+SWEET_CHAIN = ("rank", "policy_pairs", "train_policy")
+BASELINE_STAGES = {"rft": "baseline_rft", "mtdpo": "baseline_mtdpo"}
+POLICY_LABELS = {"zero_shot": "zero-shot", "sweet": "SWEET-RL", "sweet_no_privileged": "SWEET-RL, critic without c",
+                 "rft": "rejection fine-tuning", "mtdpo": "multi-turn DPO"}
+
+
+def parse_study_arguments(section: Any, cli_args: Sequence[str] = ()) -> StudyArguments:
+    if section is not None and not isinstance(section, dict):
+        raise ConfigError(f"the study section must be a mapping, got {type(section).__name__}")
+    try:
+        parser = make_parser([StudyArguments], prog="sweet-rl study")
+        parser.set_defaults_with_config(**(section or {}))
+        (args,) = parser.parse_args_into_dataclasses(args=list(cli_args))
+    except ValueError as err:
+        raise ConfigError(f"study: {err}") from err
+    return args
+
+
+class Study:
+    """Runs the study's stages in order (each skipped when complete) and gathers the results."""
+
+    def __init__(self, config_path: str | os.PathLike, cli_args: Sequence[str] = (), stream: Any = None):
+        from sweet_trl.pipeline import SECTIONS, _check_keys
+
+        self.out = stream or sys.stdout
+        self.config = load_yaml(config_path)
+        self.config_path = str(config_path)
+        shared, per_section = split_overrides(cli_args)
+        self.args = parse_study_arguments(self.config.pop("study", None), per_section.pop("study", []))
+        unknown = sorted(set(per_section) - set(SECTIONS))
+        if unknown:
+            raise ConfigError(f"unknown stages in overrides: {unknown} (stages: {list(SECTIONS)})")
+        self.shared, self.per_section = shared, per_section
+        self.known = _check_keys(self.config, shared, everything=True)
+        self.run_dir = Path(self._parse("collect", [])[0].run_dir)
+        self.markers: dict[str, dict[str, Any]] = {}
+
+    # -- stages ----------------------------------------------------------------------------------------------
+
+    def _parse(self, name: str, extra: Sequence[str]) -> tuple:
+        from sweet_trl.pipeline import STAGES, _parse
+        from sweet_trl.pipeline_config import filter_cli_args
+
+        stage = STAGES[name]
+        cli = filter_cli_args(self.shared, self.known[name]) + self.per_section.get(name, []) + list(extra)
+        return _parse(stage, self.config, cli, prog=f"sweet-rl {stage.command}")
+
+    def stage(self, name: str, run_dir: Path, *extra: str, key: str | None = None) -> dict[str, Any]:
+        """Run one pipeline stage in ``run_dir`` with extra options; its marker is kept under ``key``."""
+        from sweet_trl.pipeline import STAGES, run_stage
+
+        args = self._parse(name, ["--run_dir", str(run_dir), *extra])
+        print(f"\n=== {key or name} ===", file=self.out, flush=True)
+        marker = run_stage(STAGES[name], args, stream=self.out)
+        self.markers[key or name] = marker
+        return marker
+
+    def link_shared(self, variant_dir: Path) -> None:
+        """The ablation reads the same trajectories, critic pairs and candidates: links, not copies."""
+        variant_dir.mkdir(parents=True, exist_ok=True)
+        for name in SHARED_WITH_ABLATION:
+            link = variant_dir / name
+            if link.is_symlink() or link.exists():
+                if link.is_symlink() and os.readlink(link) == os.path.join("..", name):
+                    continue
+                raise ConfigError(f"{link} exists and is not a link to the shared {name} stage; remove it")
+            link.symlink_to(os.path.join("..", name), target_is_directory=True)
+
+    def sweet(self, run_dir: Path, label: str, *extra: str, critic_extra: Sequence[str] = ()) -> None:
+        self.stage("train_critic", run_dir, *extra, *critic_extra, key=f"{label}/train_critic")
+        for name in SWEET_CHAIN:
+            self.stage(name, run_dir, *extra, key=f"{label}/{name}")
+
+    def evaluate(self, run_dir: Path, policy: str, label: str, *extra: str) -> dict[str, Any]:
+        return self.stage("evaluate", run_dir, "--policy", policy, *extra, key=f"evaluate/{label}")
+
+    # -- the study -------------------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        started = time.perf_counter()
+        base, methods = self.run_dir, self.args.methods
+        self.stage("collect", base, key="round1/collect")
+        self.evaluate(base, "zero_shot", "zero_shot")
+        self.stage("critic_pairs", base, key="round1/critic_pairs")
+        self.stage("sample_candidates", base, key="round1/sample_candidates")
+        if "sweet" in methods:
+            self.sweet(base, "round1")
+            self.evaluate(base, "sweet", "sweet")
+        for method in ("rft", "mtdpo"):
+            if method in methods:
+                self.stage(BASELINE_STAGES[method], base, key=f"round1/{BASELINE_STAGES[method]}")
+                self.evaluate(base, method, method)
+        if "sweet_no_privileged" in methods:
+            variant = base / "no_privileged"
+            self.link_shared(variant)
+            self.sweet(variant, "no_privileged", critic_extra=["--use_privileged", "false"])
+            self.evaluate(variant, "sweet", "sweet_no_privileged")
+        critic_selection = self.critic_selection() if self.args.critic_eval_states else None
+        previous = base
+        for round_index in range(2, self.args.rounds + 1):
+            previous = self.next_round(previous, round_index)
+        from sweet_trl.study.results import study_results, write_results
+
+        results = study_results(self, critic_selection, wall_seconds=time.perf_counter() - started)
+        write_results(self, results)
+        return results
+
+    def next_round(self, previous: Path, round_index: int) -> Path:
+        """Round r: collect with the round r-1 SWEET-RL policy (merged into its base), train SWEET-RL from it."""
+        from sweet_trl.pipeline import load_causal_lm
+
+        adapter = previous / "train_policy" / "model"
+        merged = previous / "train_policy" / "merged"
+        if not (merged / "config.json").exists():
+            model, tokenizer = load_causal_lm(str(adapter))
+            model.save_pretrained(merged)
+            tokenizer.save_pretrained(merged)
+            del model
+        run_dir = self.run_dir / f"round{round_index}"
+        policy = ["--policy_model", str(merged.resolve())]
+        label = f"round{round_index}"
+        for name in ("collect", "critic_pairs", "sample_candidates"):
+            self.stage(name, run_dir, *policy, key=f"{label}/{name}")
+        self.sweet(run_dir, label, *policy)
+        self.evaluate(run_dir, "sweet", f"sweet_round{round_index}", *policy)
+        return run_dir
+
+    def critic_selection(self) -> dict[str, Any]:
+        from sweet_trl.study.critic_run import judge_critics
+
+        return judge_critics(self)
+
+
+def run_study(config_path: str | os.PathLike, cli_args: Sequence[str] = (), stream: Any = None) -> dict[str, Any]:
+    """``sweet-rl study --config study.yaml [--key value] [--<stage>.key value] [--study.key value]``."""
+    from sweet_trl.pipeline import setup_logging
+
+    setup_logging()
+    study = Study(config_path, cli_args, stream)
+    return study.run()
+
+
+def load_results(run_dir: str | os.PathLike) -> dict[str, Any] | None:
+    path = Path(run_dir) / "study.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
