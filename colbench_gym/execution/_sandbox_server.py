@@ -68,6 +68,7 @@ import stat
 import string  # noqa: F401
 import struct
 import sys
+import time
 import typing  # noqa: F401
 
 MAGIC = b"CBF1"
@@ -547,6 +548,42 @@ def _open_directory(name, parent_fd, mode):
         return None
 
 
+def _entry_counting(roots):
+    """For each root: whether it lies on a file system that counts entries in a directory's size
+    (from ``/proc/self/mountinfo``: the last mount on the longest mount point above it)."""
+    try:
+        with open("/proc/self/mountinfo") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return [False] * len(roots)
+    mounts = []
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, kind = left.split(), right.split()
+        if len(fields) >= 5 and kind:
+            point = re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), fields[4])
+            mounts.append((point, kind[0]))
+    found = []
+    for root in roots:
+        path = os.path.realpath(root)
+        best = None
+        for point, kind in mounts:
+            if path == point or path.startswith(point.rstrip("/") + "/"):
+                if best is None or len(point) >= len(best[0]):
+                    best = (point, kind)
+        found.append(best is not None and best[1] in _ENTRY_COUNTING)
+    return found
+
+
+def _is_empty(root, keep=None):
+    """Whether ``root`` holds nothing but ``keep`` (False if it cannot be read)."""
+    try:
+        with os.scandir(root) as entries:
+            return all(entry.name == keep for entry in entries)
+    except OSError:
+        return False
+
+
 _IPC_RMID = 0
 
 
@@ -575,11 +612,44 @@ def _remove_sysv_ipc():
                 remove(int(fields[1]), _IPC_RMID, None)
 
 
+# The *_INFO commands of shmctl/semctl/msgctl count the objects of the caller's IPC namespace:
+# (command, index of the count among the C ints of the struct it fills). shm_info.used_ids,
+# seminfo.semusz, msginfo.msgpool.
+_IPC_COUNTS = ((14, 0), (19, 7), (12, 0))
+_IPC_BUFFER = None  # ctypes buffer for them, made by _main
+
+
+def _sysv_ipc_in_use():
+    """Whether any System V IPC object exists in this IPC namespace: three system calls, where
+    reading ``/proc/sysvipc`` costs thirty times more. True when it cannot tell (no ctypes, a
+    call that fails and leaves the count as it was set: -1)."""
+    if _LIBC is None or _IPC_BUFFER is None:
+        return True
+    counts = _IPC_BUFFER[1]
+    for (command, index), call in zip(_IPC_COUNTS, (_LIBC.shmctl, _LIBC.semctl, _LIBC.msgctl)):
+        counts[index] = -1
+        try:
+            if command == 19:
+                call(0, 0, command, _IPC_BUFFER[0])
+            else:
+                call(0, command, _IPC_BUFFER[0])
+        except Exception:  # noqa: BLE001
+            return True
+        if counts[index] != 0:
+            return True
+    return False
+
+
 # Control messages. Grader -> server: op (b"r" run, b"k" kill, b"s" stop) + job id; a run carries
 # three descriptors. Server -> grader: a JSON hello once, then one exit record per job:
-# b"x", job id, wait status (-1: none), child CPU seconds, max RSS (KiB), minor page faults.
+# b"x", job id, wait status (-1: none), child CPU seconds, max RSS (KiB), minor page faults, and the
+# server's own CPU seconds for this job: in fork(), and in the clean-up after the child (reaping
+# included); the last field says what the clean-up had to do (bit 1: files, bit 2: IPC objects).
 _MESSAGE = struct.Struct("<cQ")
-_EXIT = struct.Struct("<cQidqq")
+_EXIT = struct.Struct("<cQidqqddi")
+# File systems whose directories count their entries in their size (tmpfs: 20 bytes per entry,
+# mqueue likewise), so that an unchanged size proves an unchanged number of entries.
+_ENTRY_COUNTING = frozenset({"tmpfs", "mqueue"})
 
 
 class _Server:
@@ -599,6 +669,10 @@ class _Server:
             self.wipe_roots.append("/tmp")
         self.wipe_roots += cfg.get("wipe_dirs", [])
         self.keep = {os.path.dirname(self.workdir): os.path.basename(self.workdir)}
+        # What the wiped directories looked like after the last clean-up, when it left them empty
+        # (None: wipe after every child); only for those on an entry-counting file system.
+        self.checkable = _entry_counting(self.wipe_roots)
+        self.clean_states = [None] * len(self.wipe_roots)
         self.drop_uid = cfg["drop_uid"]
         self.private_ipc = _PRIVATE_IPC
         self.null_fd = os.open(os.devnull, os.O_RDONLY)
@@ -675,10 +749,41 @@ class _Server:
             if not found:
                 return
 
+    def root_states(self):
+        """``stat`` of each wiped directory: any entry made or removed changes its size (on the
+        entry-counting file systems the check is used on) and its ctime, a change of its mode or
+        owner is there, and so is its identity."""
+        states = []
+        for root in self.wipe_roots:
+            try:
+                info = os.stat(root, follow_symlinks=False)
+            except OSError:
+                states.append(None)
+                continue
+            states.append((info.st_dev, info.st_ino, info.st_mode, info.st_uid, info.st_gid, info.st_nlink,
+                           info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+        return states
+
     def clean_up(self):
         """Leave nothing of the last child for the next: files in the wiped directories, System V
         IPC objects. Done under the children's user id when they have their own (inside bubblewrap
-        the server keeps no capability that would let it delete another user's files)."""
+        the server keeps no capability that would let it delete another user's files).
+
+        Most children touch none of it, so first a cheap check. A wiped directory is emptied unless
+        it was left empty by the last clean-up, lies on a file system that counts a directory's
+        entries in its size (tmpfs, mqueue: inside bubblewrap, all of them), and its ``stat`` is
+        unchanged since: the same number of entries as when it was empty (only the work directory
+        in ``/tmp``, itself checked on its own identity), the same mode and owner, and no change
+        since that its ctime can show. IPC objects are removed when any exist (their counts, from
+        three system calls). Returns what it had to do: bit 1 files, bit 2 IPC objects."""
+        states = self.root_states()
+        dirty = [
+            root for root, now, then in zip(self.wipe_roots, states, self.clean_states)
+            if now is None or now != then
+        ]
+        ipc = self.private_ipc and _sysv_ipc_in_use()
+        if not dirty and not ipc:
+            return 0
         as_child = self.drop_uid is not None and os.geteuid() == 0
         if as_child:
             try:
@@ -686,15 +791,23 @@ class _Server:
             except OSError:
                 as_child = False
         try:
-            for root in self.wipe_roots:
+            for root in dirty:
                 _empty_directory(root, self.keep.get(root))
-            if self.private_ipc:
+            if ipc:
                 _remove_sysv_ipc()
         finally:
             if as_child:
                 os.seteuid(0)
                 # A change of effective user id resets the dumpable flag: set it again.
                 _make_undumpable(_LIBC)
+        if dirty:
+            states = self.root_states()
+            # Only a directory left empty (but for the work directory) is trusted by the check.
+            self.clean_states = [
+                state if checkable and _is_empty(root, self.keep.get(root)) else None
+                for root, state, checkable in zip(self.wipe_roots, states, self.checkable)
+            ]
+        return (1 if dirty else 0) | (2 if ipc else 0)
 
     def wait_child(self, pid, job):
         """Wait for the child to end, serving commands meanwhile; return (status, rusage)."""
@@ -732,20 +845,26 @@ class _Server:
         if len(fds) != 3:
             for fd in fds:
                 os.close(fd)
-            self.send(_EXIT.pack(b"x", job, -1, 0.0, 0, 0))
+            self.send(_EXIT.pack(b"x", job, -1, 0.0, 0, 0, 0.0, 0.0, 0))
             return
+        clock = time.thread_time
+        before = clock()
         pid = os.fork()
         if pid == 0:
             try:
                 _child(self.cfg, fds, self.null_fd)
             finally:
                 os._exit(70)
+        fork_s = clock() - before
         for fd in fds:
             os.close(fd)
         status, usage = self.wait_child(pid, job)
+        before = clock()
         self.reap_everything(pid)
-        self.clean_up()
-        self.send(_EXIT.pack(b"x", job, status, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, usage.ru_minflt))
+        cleaned = self.clean_up()
+        clean_s = clock() - before
+        cpu = usage.ru_utime + usage.ru_stime
+        self.send(_EXIT.pack(b"x", job, status, cpu, usage.ru_maxrss, usage.ru_minflt, fork_s, clean_s, cleaned))
 
     def shutdown(self):
         self.reap_everything(None)
@@ -892,7 +1011,7 @@ def _make_undumpable(libc):
 
 
 def _main():
-    global _LIMITS, _CPU_PER_TEST_S, _ENCODE, _SERVER_PID, _RANDOM, _DUMPABLE, _LIBC, _PRIVATE_IPC
+    global _LIMITS, _CPU_PER_TEST_S, _ENCODE, _SERVER_PID, _RANDOM, _DUMPABLE, _LIBC, _PRIVATE_IPC, _IPC_BUFFER
     cfg = json.loads(sys.argv[1])
     sys.meta_path.insert(0, _SeededRandomFinder)
     sys.path[:] = [p for p in sys.path if p]  # never import from the working directory
@@ -922,6 +1041,11 @@ def _main():
     libc = _LIBC = _load_libc()
     _DUMPABLE = _make_undumpable(libc)
     _PRIVATE_IPC = bool(cfg.get("private_ipc")) or _unshare_ipc(libc)
+    if libc is not None:
+        import ctypes
+
+        buffer = ctypes.create_string_buffer(256)  # larger than shm_info, seminfo, msginfo
+        _IPC_BUFFER = (buffer, ctypes.cast(buffer, ctypes.POINTER(ctypes.c_int)))
     if os.getpid() != 1 and libc is not None:
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come back to us
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # die with the grader

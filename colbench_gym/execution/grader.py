@@ -473,6 +473,31 @@ class Grader:
         pool = self._pool
         return sum(sandbox.cpu_seconds() for sandbox in pool.sandboxes) if pool is not None else 0.0
 
+    def cpu_breakdown(self) -> dict[str, float]:
+        """Where the sandbox's CPU time has gone so far, summed over the workers, in seconds.
+
+        ``children`` (count) and ``cleaned`` (how many of them left something the server had to
+        remove); ``fork_s`` the servers' time in ``fork()``; ``child_s`` the children's own time
+        (defining the code, the test calls, encoding, exiting); ``clean_s`` the servers' clean-up
+        after each child, reaping included; ``server_other_s`` the rest of the servers' time
+        (waiting on the child, reading commands, sending exit records); ``supervise_s`` the
+        grader's worker threads (payloads, pipes, reading and decoding frames, deadlines);
+        ``minor_faults`` the children's page faults. Server totals come from ``/proc`` in clock
+        ticks; the rest is exact.
+        """
+        pool = self._pool
+        totals: dict[str, float] = dict.fromkeys(
+            ("children", "cleaned", "fork_s", "child_s", "clean_s", "server_other_s", "supervise_s", "minor_faults"), 0
+        )
+        if pool is None:
+            return totals
+        for sandbox in pool.sandboxes:
+            for key, value in sandbox.stats.items():
+                totals[key] += value
+            totals["server_other_s"] += sandbox.cpu_times()[0]
+        totals["server_other_s"] = max(0.0, totals["server_other_s"] - totals["fork_s"] - totals["clean_s"])
+        return totals
+
     def clear_cache(self) -> None:
         with self._cache_lock:
             self._cache.clear()

@@ -71,7 +71,7 @@ _KILL_GRACE_S = 5.0
 _EXIT_GRACE_S = 2.0
 # Control messages, as in _sandbox_server.py: op + job id to the server; exit records back.
 _MESSAGE = struct.Struct("<cQ")
-_EXIT = struct.Struct("<cQidqq")
+_EXIT = struct.Struct("<cQidqqddi")
 
 
 class SandboxWarning(RuntimeWarning):
@@ -378,6 +378,10 @@ class SandboxProcess:
         self._lingering: int | None = None
         self._tempdir: str | None = None
         self._stderr: Any = None
+        # Where the CPU goes, summed over every child of this sandbox (see cpu_breakdown()).
+        self.stats: dict[str, float] = dict.fromkeys(
+            ("children", "child_s", "fork_s", "clean_s", "minor_faults", "cleaned", "supervise_s"), 0
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -520,22 +524,28 @@ class SandboxProcess:
 
     def cpu_seconds(self) -> float:
         """CPU time of the fork server and every child it has reaped so far (0.0 if unknown)."""
+        return sum(self.cpu_times())
+
+    def cpu_times(self) -> tuple[float, float]:
+        """CPU time of the fork server itself, and of the children it has reaped so far ((0.0, 0.0)
+        if unknown), in clock ticks' resolution."""
         if self.proc is None:
-            return 0.0
+            return 0.0, 0.0
         pid = self.proc.pid
         if self.mode == "bwrap":  # the server is bubblewrap's child
             try:
                 with open(f"/proc/{pid}/task/{pid}/children") as handle:
                     pid = int(handle.read().split()[0])
             except (OSError, IndexError, ValueError):
-                return 0.0
+                return 0.0, 0.0
         try:
             with open(f"/proc/{pid}/stat") as handle:
                 fields = handle.read().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
-            return 0.0
+            return 0.0, 0.0
         # utime, stime, cutime, cstime: fields 14-17 of proc(5), counted after the command name.
-        return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+        tick = os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
 
     @property
     def server_protected(self) -> bool:
@@ -578,6 +588,7 @@ class SandboxProcess:
         output = bytearray()
         restarts = 0
         started = time.monotonic()
+        cpu_started = time.thread_time()
         while True:
             pending = [(u, len(results[u])) for u in range(len(units)) if len(results[u]) < len(units[u][1])]
             if not pending:
@@ -617,6 +628,7 @@ class SandboxProcess:
                     results[v] += [attempt.failure] * (len(units[v][1]) - len(results[v]))
         text = output.decode("utf-8", "replace")
         elapsed = time.monotonic() - started
+        self.stats["supervise_s"] += time.thread_time() - cpu_started
         return [RunReport(outcomes, text, elapsed) for outcomes in results]
 
     def _attempt(self, units: list[tuple[str, list[str]]]) -> _Attempt:
@@ -939,7 +951,16 @@ class SandboxProcess:
             return None
         if not data:
             return None
-        return _decode_control(data)
+        message = _decode_control(data)
+        if message.get("ev") == "exit":
+            stats = self.stats
+            stats["children"] += 1
+            stats["child_s"] += message["cpu_s"]
+            stats["fork_s"] += message["fork_s"]
+            stats["clean_s"] += message["clean_s"]
+            stats["minor_faults"] += message["minor_faults"]
+            stats["cleaned"] += message["cleaned"] != 0
+        return message
 
 
 def _decode_control(data: bytes) -> dict[str, Any]:
@@ -949,7 +970,7 @@ def _decode_control(data: bytes) -> dict[str, Any]:
         except ValueError:
             return {"ev": "garbled"}
     if len(data) == _EXIT.size and data[:1] == b"x":
-        _, job, status, cpu, rss, faults = _EXIT.unpack(data)
+        _, job, status, cpu, rss, faults, fork_s, clean_s, cleaned = _EXIT.unpack(data)
         return {
             "ev": "exit",
             "job": job,
@@ -957,6 +978,9 @@ def _decode_control(data: bytes) -> dict[str, Any]:
             "cpu_s": cpu,
             "max_rss_kb": rss,
             "minor_faults": faults,
+            "fork_s": fork_s,
+            "clean_s": clean_s,
+            "cleaned": cleaned,
         }
     return {"ev": "garbled"}
 
