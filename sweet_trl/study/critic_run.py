@@ -22,10 +22,9 @@ def _critics(study: Any) -> dict[str, Path]:
 
 
 def judge_critics(study: Any) -> dict[str, Any]:
-    from sweet_trl.pipeline import make_backend, release
-    from sweet_trl.turn_pairs import TurnPairsConfig, sample_candidates
-
     from colbench_gym.tasks import resolve_tasks
+    from sweet_trl.pipeline import models, release
+    from sweet_trl.turn_pairs import TurnPairsConfig, sample_candidates
 
     out_dir = study.run_dir / "critic_eval"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -57,7 +56,7 @@ def judge_critics(study: Any) -> dict[str, Any]:
                                  num_candidates=study.args.critic_eval_candidates, temperature=gen.temperature,
                                  top_p=gen.top_p, max_new_tokens=gen.max_new_tokens,
                                  generation_batch_size=gen.generation_batch_size, seed=study.args.seed)
-        backend = make_backend(gen, run.policy_model, name=run.policy_model, run=run)
+        backend = models.make_backend(gen, run.policy_model, name=run.policy_model, run=run)
         sampled = sample_candidates(states, backend, config, output_dir=out_dir / "candidates").to_list()
         del backend
         release()

@@ -1,0 +1,259 @@
+"""The study: bootstrap intervals, best-of-N selection, and the whole study on a tiny model.
+
+Run: pytest tests/test_study.py -q
+
+The end-to-end study uses a two-layer Llama built in the test on procedural tasks; its answering turns are
+scripted (the reference or a wrong guess, by the turn's seed) so that rewards differ within a task. Everything else
+is real: every method's stages, the no-privileged critic, a second round from the merged round-1 policy, the
+critics judged on graded candidates, the JSON and the report.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import random
+
+import pytest
+from helpers_tiny_models import save_tiny_model
+
+from sweet_trl.study.critic_eval import best_of_n_selection
+from sweet_trl.study.stats import bootstrap_mean, paired_difference
+
+# ---------------------------------------------------------------------------------------------------------------
+# Statistics
+
+
+def test_bootstrap_interval_covers_the_mean_and_narrows_with_more_tasks():
+    rng = random.Random(0)
+    few = [float(rng.random() < 0.3) for _ in range(20)]
+    many = few * 10
+    a, b = bootstrap_mean(few, samples=4000), bootstrap_mean(many, samples=4000)
+    assert a.low <= a.mean <= a.high and a.mean == pytest.approx(sum(few) / 20)
+    assert (b.high - b.low) < 0.5 * (a.high - a.low)  # ten times the tasks: about a third of the width
+    assert bootstrap_mean([0.5] * 8, samples=200).to_dict() == {"mean": 0.5, "low": 0.5, "high": 0.5, "tasks": 8,
+                                                               "level": 0.95}
+    # the interval of a Bernoulli mean is close to the normal approximation
+    p, n = 0.3, 400
+    values = [1.0] * int(p * n) + [0.0] * int((1 - p) * n)
+    interval = bootstrap_mean(values, samples=4000)
+    half = 1.96 * math.sqrt(p * (1 - p) / n)
+    assert interval.low == pytest.approx(p - half, abs=0.01) and interval.high == pytest.approx(p + half, abs=0.01)
+
+
+def test_paired_difference_removes_shared_task_difficulty():
+    rng = random.Random(1)
+    difficulty = {f"t{i}": rng.random() for i in range(40)}
+    ours = {t: min(1.0, d + 0.1) for t, d in difficulty.items()}
+    theirs = dict(difficulty)
+    paired = paired_difference(ours, theirs, samples=2000)
+    assert paired.excludes_zero() and paired.low > 0.05
+    unpaired_width = (bootstrap_mean(list(ours.values()), samples=2000).high
+                      - bootstrap_mean(list(ours.values()), samples=2000).low)
+    assert paired.high - paired.low < 0.5 * unpaired_width
+    with pytest.raises(ValueError, match="same tasks"):
+        paired_difference({"a": 1.0}, {"b": 1.0})
+
+
+def test_statistics_refuse_bad_input():
+    with pytest.raises(ValueError, match="no task"):
+        bootstrap_mean([])
+    with pytest.raises(ValueError, match="finite"):
+        bootstrap_mean([0.1, float("nan")])
+    with pytest.raises(ValueError, match="samples"):
+        bootstrap_mean([0.1], samples=10)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Best-of-N selection
+
+
+def _row(rewards):
+    return {"candidates": [f"c{i}" for i in range(len(rewards))], "candidate_rewards": list(rewards)}
+
+
+def test_best_of_n_selection_scores_first_choices_against_chance_and_oracle():
+    rows = [_row([0.0, 1.0, 0.5, 0.0]), _row([0.2, 0.2, 0.9, 0.1]), _row([0.3, 0.3, 0.3, 0.3]), _row([1.0, 0.0])]
+    perfect = lambda row: list(row["candidate_rewards"])  # noqa: E731
+    inverse = lambda row: [-r for r in row["candidate_rewards"]]  # noqa: E731
+    blind = lambda row: [0.0] * len(row["candidates"])  # noqa: E731 - ties everywhere: chance credit
+    result = best_of_n_selection(rows, {"perfect": perfect, "inverse": inverse, "blind": blind}, seed=0)
+    assert result["turns"] == 4 and result["turns_with_reward_spread"] == 3  # equal rewards tell nothing
+    rankers = result["rankers"]
+    assert rankers["perfect"]["top1"]["mean"] == 1.0 and rankers["inverse"]["top1"]["mean"] == 0.0
+    chance = (1 / 4 + 1 / 4 + 1 / 2) / 3
+    assert rankers["random"]["top1"]["mean"] == pytest.approx(chance)
+    assert rankers["blind"]["top1"]["mean"] == pytest.approx(chance)
+    assert rankers["oracle"]["selected_reward"]["mean"] == pytest.approx((1.0 + 0.9 + 1.0) / 3)
+    assert rankers["perfect"]["selected_reward"]["mean"] == rankers["oracle"]["selected_reward"]["mean"]
+    # a ranker that cannot score a candidate (nan) picks among those it scored
+    partial = lambda row: [math.nan] + list(row["candidate_rewards"][1:])  # noqa: E731
+    assert best_of_n_selection(rows[:1], {"p": partial})["rankers"]["p"]["top1"]["mean"] == 1.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The whole study on a tiny model
+
+
+class ScriptedAnswers:
+    """The tiny model's turns, except single answering turns: the task's reference or a wrong guess, by seed."""
+
+    def __init__(self, inner, tasks):
+        self.inner, self.name, self.tasks = inner, inner.name, tasks
+
+    def generate(self, histories, n=1, sampling=None, seeds=None):
+        from sweet_trl.generation.base import Generation
+
+        out = self.inner.generate(histories, n=n, sampling=sampling, seeds=seeds)
+        for i, history in enumerate(histories):
+            task = self.tasks.get(next(m["content"] for m in history if m["role"] == "user"))
+            if task is None or sum(m["role"] == "assistant" for m in history) < 1:
+                continue
+            for j in range(n):
+                good = random.Random(f"{seeds[i] if seeds else i}-{j}").random() < 0.5
+                name = task.ground_truth.split("(")[0].removeprefix("def ")
+                code = task.ground_truth if good else f"def {name}(*args):\n    return 0\n"
+                out[i][j] = Generation(text="I WANT TO ANSWER:\n```python\n" + code + "```", token_ids=[1],
+                                       logprobs=[-1.0])
+        return out
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory):
+    pytest.importorskip("trl")
+    import torch
+    import yaml
+
+    from colbench_gym.tasks import resolve_tasks
+    from colbench_gym.tasks.procedural import generate_tasks
+    from sweet_trl import pipeline
+    from sweet_trl.study import run_study
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("study")
+    model = save_tiny_model(root / "tiny-llama")
+    # Tasks of one template share their request, so the scripted answers need templates apart in train and test.
+    files = {"train": generate_tasks(3, "train", templates=["greet", "order_code", "make_slug"]),
+             "test": generate_tasks(5, "test", templates=["late_fee", "overtime_pay", "is_adult", "seat_label",
+                                                          "sale_price"])}
+    for split, rows in files.items():
+        (root / f"{split}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    tasks = {t.problem_description: t for split in files for t in resolve_tasks(str(root / f"{split}.jsonl"))}
+    assert len(tasks) == 8
+    real = pipeline.models.make_backend
+    patch = pytest.MonkeyPatch()
+    patch.setattr(pipeline.models, "make_backend", lambda *a, **k: ScriptedAnswers(real(*a, **k), tasks))
+    config = {
+        "run_dir": str(root / "run"), "policy_model": model, "train_tasks": str(root / "train.jsonl"),
+        "eval_tasks": str(root / "test.jsonl"), "max_turns": 2,
+        "max_new_tokens": 8, "generation_batch_size": 8, "num_workers": 2,
+        "bf16": False, "use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"],
+        "gradient_checkpointing": False, "logging_steps": 1, "report_to": [], "max_length": 1024,
+        "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "max_steps": 2, "learning_rate": 1e-3,
+        "save_strategy": "no",
+        "collect": {"episodes_per_task": 4},
+        "critic_pairs": {"pair_rule": "all_pairs", "require_success": False},
+        "sample_candidates": {"num_candidates": 4, "state_fraction": 0.5, "max_states": 4},
+        "policy_pairs": {"pairs_per_turn": 2},
+        "rank": {"report_trajectories": 2},
+        "baseline_rft": {"min_reward": 0.5},
+        "baseline_mtdpo": {"pair_rule": "all_pairs", "require_success": False},
+        "evaluate": {"eval_episodes_per_task": 4, "eval_temperature": 1.0},
+        "study": {"rounds": 2, "critic_eval_states": 3, "critic_eval_candidates": 4, "bootstrap_samples": 500,
+                  "results_path": str(root / "results" / "study.json")},
+    }
+    path = root / "study.yaml"
+    path.write_text(yaml.safe_dump(config))
+    first, second = io.StringIO(), io.StringIO()
+    results = run_study(path, stream=first)
+    again = run_study(path, stream=second)
+    patch.undo()
+    return {"root": root, "run": root / "run", "results": results, "again": again, "first": first.getvalue(),
+            "second": second.getvalue()}
+
+
+def test_study_trains_every_method_and_evaluates_them_on_the_same_tasks(tiny_study):
+    results, run = tiny_study["results"], tiny_study["run"]
+    assert set(results["policies"]) == {"zero_shot", "sweet", "rft", "mtdpo", "sweet_no_privileged",
+                                        "sweet_round2"}
+    task_sets = set()
+    for name, entry in results["policies"].items():
+        assert entry["tasks"] == 5 and entry["episodes"] == 20, name
+        assert entry["success_ci"][0] <= entry["success_rate"] <= entry["success_ci"][1]
+        assert entry["tests_passed_ci"][0] <= entry["tests_passed"] <= entry["tests_passed_ci"][1]
+        assert set(entry["parts"]) == {"seen", "unseen"}
+        assert entry["parts"]["seen"]["tasks"] + entry["parts"]["unseen"]["tasks"] == 5
+        task_sets.add(frozenset(r["task_id"] for r in _per_task(run, results, name)))
+    assert len(task_sets) == 1  # paired: the same tasks for every policy
+    comparisons = results["comparisons"]
+    assert {"sweet - zero_shot", "sweet - sweet_no_privileged", "sweet_round2 - sweet (round 1)"} <= set(comparisons)
+    assert any(label.startswith("sweet - best baseline") for label in comparisons)
+    diff = comparisons["sweet - zero_shot"]["success"]
+    expected = results["policies"]["sweet"]["success_rate"] - results["policies"]["zero_shot"]["success_rate"]
+    assert diff["difference"] == pytest.approx(expected) and diff["ci"][0] <= diff["difference"] <= diff["ci"][1]
+
+
+def _per_task(run, results, name):
+    stage = next(s for s in results["stages"] if s["stage"] == f"evaluate/{name}")
+    folder = {"sweet_no_privileged": run / "no_privileged", "sweet_round2": run / "round2"}.get(name, run)
+    return json.loads((folder / stage["dir"] / "per_task.json").read_text())
+
+
+def test_the_ablation_shares_collection_and_trains_its_critic_without_c(tiny_study):
+    run = tiny_study["run"]
+    for name in ("collect", "critic_pairs", "sample_candidates"):
+        assert (run / "no_privileged" / name).is_symlink()
+    with_c = json.loads((run / "train_critic" / "model" / "sweet_critic.json").read_text())
+    without_c = json.loads((run / "no_privileged" / "train_critic" / "model" / "sweet_critic.json").read_text())
+    assert json.dumps(with_c).count('"use_privileged": true') and json.dumps(without_c).count('"use_privileged": false')
+    # round 2 collected with the merged round-1 policy
+    marker = json.loads((run / "round2" / "collect" / "_COMPLETE.json").read_text())
+    assert marker["config"][0]["policy_model"] == str((run / "train_policy" / "merged").resolve())
+    assert (run / "train_policy" / "merged" / "config.json").exists()
+
+
+def test_study_writes_json_report_and_critic_judgement_and_resumes(tiny_study):
+    results, run, root = tiny_study["results"], tiny_study["run"], tiny_study["root"]
+    on_disk = json.loads((root / "results" / "study.json").read_text())
+    # written by the second call, which only recomputed the statistics of the same stages
+    assert on_disk == json.loads((run / "study.json").read_text()) == json.loads(json.dumps(tiny_study["again"]))
+    assert {k: v for k, v in on_disk.items() if k != "wall_seconds"} == json.loads(json.dumps(
+        {k: v for k, v in results.items() if k != "wall_seconds"}))
+    assert on_disk["seeds"]["round1/collect"]["collect_seed"] == 0
+    assert on_disk["versions"].get("torch") and on_disk["stage_seconds_total"] > 0
+    assert all(s["seconds"] >= 0 for s in on_disk["stages"])
+    selection = results["critic_selection"]
+    assert selection["turns"] == 3 and (run / "critic_eval" / "graded.jsonl").exists()
+    rewards = [json.loads(line)["candidate_rewards"] for line in
+               (run / "critic_eval" / "graded.jsonl").read_text().splitlines()[1:]]
+    assert all(0.0 <= r <= 1.0 for row in rewards for r in row) and any(1.0 in row for row in rewards)
+    assert set(selection["rankers"]) >= {"critic_privileged", "critic_no_privileged", "random", "oracle"}
+    report = (run / "report.html").read_text()
+    assert "<section id='study'>" in report and "sweet_no_privileged" in report and "<svg" in report
+    assert "Paired differences" in tiny_study["first"]
+    # a second call reruns nothing and gives the same numbers
+    assert tiny_study["second"].count("skipped") >= 20 and "running" not in tiny_study["second"].replace(
+        "running again", "")
+
+
+def test_study_refuses_bad_configurations(tmp_path):
+    pytest.importorskip("trl")
+    import yaml
+
+    from sweet_trl.pipeline_config import ConfigError
+    from sweet_trl.study import Study
+
+    def study(section):
+        path = tmp_path / "s.yaml"
+        path.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"), "study": section}))
+        return Study(path)
+
+    with pytest.raises(ConfigError, match="unknown study methods"):
+        study({"methods": ["sweet", "ppo"]})
+    with pytest.raises(ConfigError, match="rounds must be an int >= 1"):
+        study({"rounds": 0})
+    with pytest.raises(ConfigError, match="add 'sweet'"):
+        study({"rounds": 2, "methods": ["rft"]})
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        study(["sweet"])
