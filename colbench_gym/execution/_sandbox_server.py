@@ -25,8 +25,9 @@ The server makes itself non-dumpable (``PR_SET_DUMPABLE`` 0) before anything els
 often share its user id, and without that they could open ``/proc/<server>/mem`` (or ptrace it) and
 rewrite the server -- hence every later child, references included. Children inherit the flag.
 
-The payload is ``{"units": [{"code": str, "tests": [call, ...]}, ...], "nonce": hex}``: an answer
-is one unit; a batch of references is several, run one after the other in fresh namespaces.
+The payload is ``marshal.dumps((nonce, [(code, [call, ...]), ...]))`` (made by the grader, read by
+the child only; ``marshal`` costs the child far fewer allocations than JSON): an answer is one
+unit; a batch of references is several, run one after the other in fresh namespaces.
 
 Result frames: ``MAGIC + nonce(16 bytes) + length(4 bytes, little-endian) + JSON body``. First
 ``["start"]``, once the child is set up and before any code runs: an exit before it is the
@@ -56,6 +57,7 @@ import heapq  # noqa: F401
 import importlib.machinery
 import itertools  # noqa: F401
 import json
+import marshal
 import math  # noqa: F401
 import operator  # noqa: F401
 import os
@@ -359,15 +361,13 @@ def _child(cfg, fds, null_fd):
                 break
             chunks.append(chunk)
         os.close(payload_fd)
-        job = json.loads(b"".join(chunks))
-        units = [(unit["code"], unit["tests"]) for unit in job["units"]]
+        nonce, units = marshal.loads(b"".join(chunks))
         for which, value in _LIMITS:
             resource.setrlimit(which, (value, value))
         cpu = int(_CPU_PER_TEST_S * sum(len(tests) + 1 for _, tests in units)) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         if _RANDOM is not None:  # imported in the server: it re-seeds itself from urandom after fork
             _RANDOM.seed(0)
-        nonce = bytes.fromhex(job["nonce"])
     except BaseException:  # noqa: BLE001
         _exit(71)
     _harness(units, result_fd, nonce, cfg, _ENCODE)

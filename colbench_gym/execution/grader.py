@@ -27,6 +27,7 @@ import ast
 import atexit
 import concurrent.futures
 import dataclasses
+import functools
 import hashlib
 import os
 import queue
@@ -509,7 +510,10 @@ def _rebuild_grader(
     return Grader(workers, timeout_s, memory_mb, allow_code_execution, **options)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _is_expression(call: str) -> bool:
+    """Whether a test call parses as an expression (cached: a task's calls are checked once for all
+    its answers, not once per answer)."""
     try:
         ast.parse(call, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
