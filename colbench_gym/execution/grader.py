@@ -41,10 +41,12 @@ from typing import Any
 from colbench_gym.execution.codec import short_repr, values_equal
 from colbench_gym.execution.results import GradeResult, TestResult, TestStatus
 from colbench_gym.execution.sandbox import (
+    STOP,
     Outcome,
     RunReport,
     SandboxProcess,
     SandboxSettings,
+    _Stop,
 )
 
 ALLOW_ENV_VAR = "COLBENCH_ALLOW_CODE_EXECUTION"
@@ -125,18 +127,24 @@ class _Pool:
         with self.ready:
             self.ready_count += 1
             self.ready.notify_all()
-        try:
+        queue_get = self.queue.get
+
+        def source(block: bool) -> tuple[_Job, list[tuple[str, list[str]]]] | None | _Stop:
+            """The next job, if any (waiting for one when asked to block); STOP at close."""
             while True:
-                job = self.queue.get()
-                if job is None:
-                    break
-                if not job.future.set_running_or_notify_cancel():
-                    continue
                 try:
-                    reports = sandbox.run_units(job.units)
-                except Exception as err:  # noqa: BLE001 (a grader bug must not lose the batch)
-                    reports = _failed(job.units, f"grader error: {err!r}")
-                job.future.set_result(reports)
+                    job = queue_get(block)
+                except queue.Empty:
+                    return None
+                if job is None:
+                    return STOP
+                if job.future.set_running_or_notify_cancel():
+                    return job, job.units
+
+        try:
+            # One loop per worker keeps its server fed: the next job is taken and sent while a
+            # child runs (see SandboxProcess.serve).
+            sandbox.serve(source, lambda job, reports: job.future.set_result(reports))
         finally:
             sandbox.stop()
 

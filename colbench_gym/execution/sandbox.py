@@ -44,6 +44,8 @@ are then lost, never passed).
 
 from __future__ import annotations
 
+import collections
+import fcntl
 import json
 import marshal
 import os
@@ -59,9 +61,9 @@ import tempfile
 import threading
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from colbench_gym.execution.codec import FrameReader, ProtocolError, decode_value
 
@@ -373,10 +375,10 @@ class SandboxProcess:
         self._drops_uid = False
         self._job = 0
         self._nonce_key = os.urandom(8)
-        # A job whose child reported everything but whose exit record has not come yet. The next
-        # job is sent at once (the server starts it once that child is gone), which takes the
-        # child's exit and the server's clean-up off the critical path.
-        self._lingering: int | None = None
+        # Children handed to the server, in its order: the first is the one it is on; it may have
+        # reported everything already (its exit record is still to come). See serve().
+        self._flight: collections.deque[_Attempt] = collections.deque()
+        self._cpu_mark = 0.0
         self._tempdir: str | None = None
         self._stderr: Any = None
         # Where the CPU goes, summed over every child of this sandbox (see cpu_breakdown()).
@@ -485,7 +487,9 @@ class SandboxProcess:
         self.hello = hello
 
     def stop(self) -> None:
-        self._lingering = None
+        for attempt in self._flight:  # anything still in flight there dies with the server
+            self._close_attempt(attempt)
+        self._flight.clear()
         if self.ctl is not None:
             try:
                 self.ctl.send(_MESSAGE.pack(b"s", 0))
@@ -585,250 +589,420 @@ class SandboxProcess:
         A test that hangs or kills its process is recorded, and the remaining tests resume in a
         fresh child, so each test gets its own budget and its own chance.
         """
-        results: list[list[Outcome]] = [[] for _ in units]
-        output = bytearray()
-        restarts = 0
-        started = time.monotonic()
-        cpu_started = time.thread_time()
-        while True:
-            pending = [(u, len(results[u])) for u in range(len(units)) if len(results[u]) < len(units[u][1])]
-            if not pending:
-                break
-            if not self.alive:
-                try:
-                    self.start()
-                except SandboxStartError as err:
-                    failure = Outcome("infra", detail=str(err)[:500])
-                    for u, done in pending:
-                        results[u] += [failure] * (len(units[u][1]) - done)
-                    break
-            attempt = self._attempt([(units[u][0], units[u][1][done:]) for u, done in pending])
-            if attempt.not_started:  # the server died or hung before this job began: new server, same work
-                restarts += 1
-                self.stop()
-                if restarts > 2:
-                    failure = Outcome("infra", detail="the sandbox server does not respond")
-                    for u, done in pending:
-                        results[u] += [failure] * (len(units[u][1]) - done)
-                    break
-                continue
-            for (u, _), got in zip(pending, attempt.outcomes):
-                results[u] += got
-            if len(output) < 4096:
-                output += attempt.output[: 4096 - len(output)]
-            if attempt.server_died:
-                restarts += 1
-                self.stop()
-            if attempt.failure is None:
-                continue
-            u = pending[attempt.unit][0]
-            left = len(units[u][1]) - len(results[u])
-            results[u] += [attempt.failure] * (left if attempt.in_setup else min(left, 1))
-            if restarts > 2:  # the server keeps dying: do not loop on it
-                for v in range(len(units)):
-                    results[v] += [attempt.failure] * (len(units[v][1]) - len(results[v]))
-        text = output.decode("utf-8", "replace")
-        elapsed = time.monotonic() - started
-        self.stats["supervise_s"] += time.thread_time() - cpu_started
-        return [RunReport(outcomes, text, elapsed) for outcomes in results]
+        jobs: list[tuple[Any, list[tuple[str, list[str]]]]] = [(None, units)]
+        reports: list[list[RunReport]] = []
+        self.serve(lambda block: jobs.pop() if jobs else STOP, lambda _token, got: reports.append(got))
+        return reports[0]
 
-    def _attempt(self, units: list[tuple[str, list[str]]]) -> _Attempt:
+    def serve(
+        self,
+        source: Callable[[bool], tuple[Any, list[tuple[str, list[str]]]] | None | _Stop],
+        deliver: Callable[[Any, list[RunReport]], None],
+    ) -> None:
+        """Run jobs from ``source`` until it returns :data:`STOP`, handing each job's reports to
+        ``deliver(token, reports)`` as soon as they are known (in completion order).
+
+        ``source(block)`` returns ``(token, units)`` (a job: what :meth:`run_units` takes), None
+        when nothing is waiting (only asked with ``block=False``), or :data:`STOP`.
+
+        The server is kept fed: the next job is sent while a child runs (at most
+        ``_PIPELINE_DEPTH`` in flight), so it forks the next child the moment it has cleaned up
+        after the last, without waiting for the grader. A running child's result pipe is read
+        when its exit record arrives, and meanwhile every ``observe period`` (see
+        :func:`_observe_period`) -- not on every frame: a child's frames then wake nobody, and a
+        fast child is read once. Deadlines hold to within that period. Output is read as it comes.
+        """
+        self._cpu_mark = time.thread_time()
+        waiting: collections.deque[_Run] = collections.deque()  # runs that need (another) child
+        flight = self._flight
+        for attempt in flight:  # a child left reporting from an earlier call gets a fresh grace period
+            if attempt.settled and attempt.kill_sent_at is None:
+                attempt.deadline = time.monotonic() + _EXIT_GRACE_S
+        stopping = False
+        try:
+            while True:
+                try:
+                    while len(flight) < _PIPELINE_DEPTH:
+                        if not waiting:
+                            if stopping:
+                                break
+                            busy = any(not attempt.settled for attempt in flight)
+                            job = source(not busy)
+                            if job is None:
+                                break
+                            if isinstance(job, _Stop):
+                                stopping = True
+                                break
+                            token, units = job
+                            run = _Run(token, units, [[] for _ in units], time.monotonic())
+                            if not run.pending():
+                                self._deliver(run, deliver)
+                                continue
+                            waiting.append(run)
+                        self._send(waiting.popleft(), flight, waiting, deliver)
+                    if all(attempt.settled for attempt in flight):  # no child is running or queued
+                        if waiting:
+                            continue
+                        if stopping:
+                            return
+                        continue  # back to the source, which may block now
+                    self._step(flight, waiting, deliver)
+                except Exception as err:  # noqa: BLE001 (a grader bug must not lose the jobs in flight)
+                    detail = f"grader error: {err!r}"[:500]
+                    runs = [attempt.run for attempt in flight if not attempt.settled] + list(waiting)
+                    for attempt in flight:
+                        self._close_attempt(attempt)
+                    flight.clear()
+                    waiting.clear()
+                    self.stop()
+                    for run in runs:
+                        for u, done in run.pending():
+                            run.results[u] += [Outcome("infra", detail=detail)] * (len(run.units[u][1]) - done)
+                        self._deliver(run, deliver)
+        finally:
+            self._count_cpu()
+
+    # -- the pipeline's steps ------------------------------------------------------------------
+    def _count_cpu(self) -> None:
+        now = time.thread_time()
+        self.stats["supervise_s"] += now - self._cpu_mark
+        self._cpu_mark = now
+
+    def _deliver(self, run: _Run, deliver: Callable[[Any, list[RunReport]], None]) -> None:
+        text = run.output.decode("utf-8", "replace")
+        elapsed = time.monotonic() - run.started
+        self._count_cpu()
+        deliver(run.token, [RunReport(outcomes, text, elapsed) for outcomes in run.results])
+
+    def _send(self, run: _Run, flight: collections.deque[_Attempt], waiting: collections.deque[_Run],
+              deliver: Callable[[Any, list[RunReport]], None]) -> None:
+        """Hand the run's remaining tests to the server as one child (started at once if the server
+        is idle, else queued there behind the child it is running)."""
+        pending = run.pending()
+        if not self.alive:
+            if not all(attempt.settled for attempt in flight):
+                self._server_gone(flight, waiting, deliver, "died")
+            self.stop()
+            try:
+                self.start()
+            except SandboxStartError as err:
+                failure = Outcome("infra", detail=str(err)[:500])
+                for u, done in pending:
+                    run.results[u] += [failure] * (len(run.units[u][1]) - done)
+                self._deliver(run, deliver)
+                return
         assert self.ctl is not None
         self._job += 1
         job = self._job
         nonce = self._nonce_key + job.to_bytes(8, "little")  # fresh for every run of this server
+        units = [(run.units[u][0], run.units[u][1][done:]) for u, done in pending]
         payload = marshal.dumps((nonce, [(code, list(calls)) for code, calls in units]))
-        payload_r, payload_w = os.pipe()
-        result_r, result_w = os.pipe()
-        output_r, output_w = os.pipe()
         attempt = _Attempt(outcomes=[[] for _ in units], sizes=[len(calls) for _, calls in units])
+        attempt.run, attempt.slots, attempt.job = run, pending, job
+        attempt.reader = FrameReader(nonce, self.settings.max_result_bytes + 4096)
+        payload_r, attempt.payload_w = os.pipe()
+        attempt.result_r, result_w = os.pipe()
+        attempt.output_r, output_w = os.pipe()
         try:
-            try:
-                socket.send_fds(self.ctl, [_MESSAGE.pack(b"r", job)], [payload_r, result_w, output_w])
-            except OSError:  # the server died between jobs: this one never started
-                attempt.not_started = True
-                return attempt
-            finally:
-                for fd in (payload_r, result_w, output_w):
-                    os.close(fd)
-            self._supervise(job, nonce, payload, payload_w, result_r, output_r, attempt)
-            return attempt
+            socket.send_fds(self.ctl, [_MESSAGE.pack(b"r", job)], [payload_r, result_w, output_w])
+        except OSError:  # the server died between jobs: this one never started
+            attempt.not_started = True
         finally:
-            if not attempt.payload_closed:
-                os.close(payload_w)
-            os.close(result_r)
-            os.close(output_r)
+            for fd in (payload_r, result_w, output_w):
+                os.close(fd)
+        if attempt.not_started:
+            run.restarts += 1
+            self.stop()
+            self._settle(attempt, waiting, deliver)
+            return
+        for fd in (attempt.payload_w, attempt.result_r, attempt.output_r):
+            fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK)  # a fresh pipe has no other status flag
+        attempt.payload = memoryview(payload)
+        self._write_payload(attempt)
+        if not flight:  # the server is idle: it starts this one now
+            self._begin(attempt, time.monotonic())
+        flight.append(attempt)
 
-    def _supervise(
-        self, job: int, nonce: bytes, payload: bytes, payload_w: int, result_r: int, output_r: int, attempt: _Attempt
-    ) -> None:
-        """Feed the child, read its frames and output, enforce the deadlines, collect its exit."""
-        settings = self.settings
-        assert self.ctl is not None
-        ctl_fd = self.ctl.fileno()
-        reader = FrameReader(nonce, settings.max_result_bytes + 4096)
-        poller = select.poll()
-        for fd in (payload_w, result_r, output_r):
-            os.set_blocking(fd, False)
-        pending = memoryview(payload)
-        try:
-            pending = pending[os.write(payload_w, pending):]
-        except BlockingIOError:
-            pass
-        except BrokenPipeError:
-            pending = pending[:0]
-        if pending:
-            poller.register(payload_w, select.POLLOUT)
-        else:
-            os.close(payload_w)
-            attempt.payload_closed = True
-        poller.register(result_r, select.POLLIN)
-        poller.register(output_r, select.POLLIN)
-        poller.register(ctl_fd, select.POLLIN)
+    def _begin(self, attempt: _Attempt, now: float) -> None:
+        """The server is on this attempt from now on: every one sent before it has exited."""
+        timeout = self.settings.timeout_s
+        attempt.begun = True
+        attempt.deadline = now + timeout + max(1.0, timeout)  # the first unit's setup, plus the process start
+        attempt.next_observe = now + _observe_period(timeout)
 
-        timeout = settings.timeout_s
-        setup_budget = timeout + max(1.0, timeout)  # the first unit's setup, plus the process start
-        previous = self._lingering  # this job starts only once the previous child has gone
-        previous_killed = False
-        frames_seen = False
-        deadline = time.monotonic() + (_EXIT_GRACE_S if previous else setup_budget)
-        kill_reason: str | None = None
-        kill_sent_at: float | None = None
-        exit_status: Any = _UNSET
-        result_open = True
-        output_total = 0
-        output_head = bytearray()
-
-        def kill(reason: str) -> None:
-            nonlocal kill_reason, kill_sent_at, deadline
-            if kill_sent_at is not None:
-                return
-            kill_reason = reason
-            kill_sent_at = time.monotonic()
-            deadline = kill_sent_at + _KILL_GRACE_S
+    def _write_payload(self, attempt: _Attempt) -> None:
+        pending = attempt.payload
+        if pending is not None and attempt.payload_w >= 0:
             try:
-                self.ctl.send(_MESSAGE.pack(b"k", job))
-            except OSError:
+                pending = pending[os.write(attempt.payload_w, pending):]
+            except BlockingIOError:
                 pass
+            except OSError:  # the child is gone without reading it
+                pending = pending[:0]
+            attempt.payload = pending
+            if not pending:
+                os.close(attempt.payload_w)
+                attempt.payload_w = -1
+                attempt.payload = None
 
-        def feed(chunk: bytes) -> None:
-            nonlocal deadline, frames_seen
-            frames_seen = True
-            try:
-                bodies = reader.feed(chunk)
-            except ProtocolError as err:
-                attempt.protocol(str(err))
-                bodies = []
-            for body in bodies:
-                if attempt.phase == "protocol":
-                    break
-                starting = not attempt.child_started
-                try:
-                    self._on_frame(body, attempt)
-                except Exception as err:  # noqa: BLE001 (a frame the child forged: its failure, not ours)
-                    reason = str(err) if isinstance(err, ProtocolError) else f"{type(err).__name__} while decoding"
-                    attempt.protocol(reason[:300])
-                    break
-                if kill_sent_at is None and not starting:  # the set-up budget runs on past ["start"]
-                    deadline = time.monotonic() + (_EXIT_GRACE_S if attempt.phase == "done" else timeout)
-            if attempt.phase == "protocol":
-                kill("protocol")
-
-        while exit_status is _UNSET or result_open:
-            if attempt.phase == "done" and exit_status is _UNSET and not attempt.server_died:
-                # Everything is reported: do not wait for the child's exit; the next job will.
-                self._lingering = job
-                output_total += self._drain_output(output_r, output_head)
-                break
-            now = time.monotonic()
-            if previous is not None and now >= deadline:
-                if previous_killed:  # the server ignores its previous child: start afresh
-                    attempt.not_started = True
-                    self._lingering = None
+    def _step(self, flight: collections.deque[_Attempt], waiting: collections.deque[_Run],
+              deliver: Callable[[Any, list[RunReport]], None]) -> None:
+        """Wait for the next event (a control message, output, payload room, a deadline, the next
+        look at the running child's results) and handle it."""
+        assert self.ctl is not None
+        head = flight[0]  # the attempt the server is on: every one before it has exited
+        now = time.monotonic()
+        if not head.begun:
+            self._begin(head, now)
+        if now >= head.next_observe and head.result_open and not head.settled:
+            self._observe(head, now)
+            if head.settled:
+                self._report_done(head, waiting, deliver)
+            return
+        if now >= head.deadline:
+            self._on_deadline(head, flight, waiting, deliver, now)
+            return
+        ctl_fd = self.ctl.fileno()
+        poller = select.poll()
+        poller.register(ctl_fd, select.POLLIN)
+        by_fd: dict[int, tuple[_Attempt, str]] = {}
+        for attempt in flight:
+            if attempt.output_r >= 0:
+                poller.register(attempt.output_r, select.POLLIN)
+                by_fd[attempt.output_r] = (attempt, "output")
+            if attempt.payload_w >= 0:
+                poller.register(attempt.payload_w, select.POLLOUT)
+                by_fd[attempt.payload_w] = (attempt, "payload")
+        wake = head.deadline
+        if head.result_open and not head.settled:
+            wake = min(wake, head.next_observe)
+        for fd, _event in poller.poll(max(0.0, wake - now) * 1000.0):
+            if fd == ctl_fd:
+                message = self._read_control()
+                if message is None:  # the server is gone
+                    self._server_gone(flight, waiting, deliver, "died")
                     return
-                previous_killed = True
-                deadline = now + _KILL_GRACE_S
+                if message.get("ev") == "exit" and message.get("job") == head.job:
+                    self._on_exit(head, message.get("status"), flight, waiting, deliver)
+                    return
+                continue
+            attempt, kind = by_fd.get(fd, (None, ""))
+            if attempt is None:
+                continue
+            if kind == "payload":
+                self._write_payload(attempt)
+            elif kind == "output" and attempt.output_r >= 0:
                 try:
-                    self.ctl.send(_MESSAGE.pack(b"k", previous))
+                    chunk = os.read(attempt.output_r, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    os.close(attempt.output_r)
+                    attempt.output_r = -1
+                    continue
+                self._count_output(attempt, chunk)
+                if attempt.output_total > self.settings.output_limit_bytes:
+                    self._kill(attempt, "output")
+
+    def _count_output(self, attempt: _Attempt, chunk: bytes) -> None:
+        attempt.output_total += len(chunk)
+        head = attempt.output_head
+        if len(head) < 4096:
+            head += chunk[: 4096 - len(head)]
+
+    def _report_done(self, head: _Attempt, waiting: collections.deque[_Run],
+                     deliver: Callable[[Any, list[RunReport]], None]) -> None:
+        """The head has reported everything (its exit comes later): its results go out now, with
+        what it has printed so far."""
+        if head.output_r >= 0:
+            head.output_total += self._drain_output(head.output_r, head.output_head)
+        self._report(head, waiting, deliver)
+
+    def _read_available(self, attempt: _Attempt, now: float) -> None:
+        """Everything already in the result pipe, without waiting for more."""
+        while attempt.result_open:
+            try:
+                chunk = os.read(attempt.result_r, 1 << 20)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                attempt.result_open = False
+                return
+            self._feed(attempt, chunk, now)
+
+    def _observe(self, attempt: _Attempt, now: float) -> None:
+        """Read what the child has reported so far (without blocking) and apply it."""
+        attempt.next_observe = now + _observe_period(self.settings.timeout_s)
+        try:
+            chunk = os.read(attempt.result_r, 1 << 20)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            attempt.result_open = False
+            return
+        if len(chunk) == 1 << 20:  # more is waiting (a large value): read on at once
+            attempt.next_observe = now
+        self._feed(attempt, chunk, now)
+
+    def _feed(self, attempt: _Attempt, chunk: bytes, now: float) -> None:
+        attempt.frames_seen = True
+        assert attempt.reader is not None
+        try:
+            bodies = attempt.reader.feed(chunk)
+        except ProtocolError as err:
+            attempt.protocol(str(err))
+            bodies = []
+        timeout = self.settings.timeout_s
+        for body in bodies:
+            if attempt.phase == "protocol":
+                break
+            starting = not attempt.child_started
+            try:
+                self._on_frame(body, attempt)
+            except Exception as err:  # noqa: BLE001 (a frame the child forged: its failure, not ours)
+                reason = str(err) if isinstance(err, ProtocolError) else f"{type(err).__name__} while decoding"
+                attempt.protocol(reason[:300])
+                break
+            if attempt.kill_sent_at is None and not starting:  # the set-up budget runs on past ["start"]
+                attempt.deadline = now + (_EXIT_GRACE_S if attempt.phase == "done" else timeout)
+        if attempt.phase == "protocol":
+            self._kill(attempt, "protocol")
+        elif attempt.phase == "done":
+            attempt.settled = True  # everything is reported: its results go out now, its exit comes later
+
+    def _kill(self, attempt: _Attempt, reason: str) -> None:
+        if attempt.kill_sent_at is not None:
+            return
+        attempt.kill_reason = reason
+        attempt.kill_sent_at = time.monotonic()
+        attempt.deadline = attempt.kill_sent_at + _KILL_GRACE_S
+        try:
+            assert self.ctl is not None
+            self.ctl.send(_MESSAGE.pack(b"k", attempt.job))
+        except OSError:
+            pass
+
+    def _on_deadline(self, head: _Attempt, flight: collections.deque[_Attempt], waiting: collections.deque[_Run],
+                     deliver: Callable[[Any, list[RunReport]], None], now: float) -> None:
+        if head.kill_sent_at is None and not head.settled and head.result_open:
+            # What the child reported since the last look may move the deadline: look first.
+            self._read_available(head, now)
+            if head.settled:
+                self._report_done(head, waiting, deliver)
+            if now < head.deadline:
+                return
+        if head.kill_sent_at is None:
+            self._kill(head, "timeout" if head.phase in ("setup", "tests") else "lingering")
+            return
+        # The server does not act on a kill (or never sends the exit record): give it up.
+        head.kill_reason = head.kill_reason or "unresponsive"
+        self._server_gone(flight, waiting, deliver, "unresponsive")
+
+    def _on_exit(self, head: _Attempt, status: Any, flight: collections.deque[_Attempt],
+                 waiting: collections.deque[_Run], deliver: Callable[[Any, list[RunReport]], None]) -> None:
+        """The head's child is gone and the server has cleaned up: read the rest, settle it, and
+        start the clock of the next one."""
+        now = time.monotonic()
+        head.exit_status = status
+        flight.popleft()
+        if not head.settled:
+            if head.result_open:
+                for chunk in self._drain(head.result_r):
+                    self._feed(head, chunk, now)
+                assert head.reader is not None
+                if head.reader.pending and head.phase != "protocol":
+                    head.protocol("truncated frame")
+                head.result_open = False
+            self._finish_attempt(head)
+        if not head.reported:
+            self._report(head, waiting, deliver)
+        self._close_attempt(head)
+        if flight:
+            self._begin(flight[0], now)
+
+    def _finish_attempt(self, attempt: _Attempt) -> None:
+        """Output last printed, then what ended the child where it stopped reporting."""
+        if attempt.output_r >= 0:
+            attempt.output_total += self._drain_output(attempt.output_r, attempt.output_head)
+        kill_reason = attempt.kill_reason
+        if attempt.output_total > self.settings.output_limit_bytes and kill_reason is None:
+            kill_reason = "output"
+        attempt.settled = True
+        self._finish(attempt, kill_reason, attempt.exit_status)
+
+    def _server_gone(self, flight: collections.deque[_Attempt], waiting: collections.deque[_Run],
+                     deliver: Callable[[Any, list[RunReport]], None], how: str) -> None:
+        """The server died (or stopped answering): the child it was on has what it reported; the
+        ones queued behind it never started and go again to a new server."""
+        attempts = list(flight)
+        flight.clear()
+        head = attempts[0]
+        if not head.settled:
+            head.server_died = True
+            now = time.monotonic()
+            if how == "died" and head.result_open:  # its child dies with it: read to the end
+                for chunk in self._drain(head.result_r):
+                    self._feed(head, chunk, now)
+                head.result_open = False
+            else:
+                self._read_available(head, now)
+            head.exit_status = None
+            self._finish_attempt(head)
+            head.run.restarts += 1
+        self.stop()
+        for attempt in attempts[1:]:
+            attempt.not_started = True
+        for attempt in attempts:
+            if not attempt.reported:
+                self._report(attempt, waiting, deliver)
+            self._close_attempt(attempt)
+
+    def _report(self, attempt: _Attempt, waiting: collections.deque[_Run],
+                deliver: Callable[[Any, list[RunReport]], None]) -> None:
+        """Add the attempt's outcomes to its run; deliver the run if complete, else queue it for
+        a fresh child (first in line)."""
+        attempt.reported = True
+        run = attempt.run
+        if attempt.not_started:
+            if run.restarts > 2:
+                failure = Outcome("infra", detail="the sandbox server does not respond")
+                for u, done in run.pending():
+                    run.results[u] += [failure] * (len(run.units[u][1]) - done)
+                self._deliver(run, deliver)
+            else:
+                waiting.appendleft(run)
+            return
+        for (u, _), got in zip(attempt.slots, attempt.outcomes):
+            run.results[u] += got
+        if len(run.output) < 4096:
+            run.output += attempt.output_head[: 4096 - len(run.output)]
+        if attempt.failure is not None:
+            u = attempt.slots[attempt.unit][0]
+            left = len(run.units[u][1]) - len(run.results[u])
+            run.results[u] += [attempt.failure] * (left if attempt.in_setup else min(left, 1))
+            if run.restarts > 2:  # the server keeps dying: do not loop on it
+                for v in range(len(run.units)):
+                    run.results[v] += [attempt.failure] * (len(run.units[v][1]) - len(run.results[v]))
+        if run.pending():
+            waiting.appendleft(run)
+        else:
+            self._deliver(run, deliver)
+
+    @staticmethod
+    def _close_attempt(attempt: _Attempt) -> None:
+        for name in ("payload_w", "result_r", "output_r"):
+            fd = getattr(attempt, name)
+            if fd >= 0:
+                try:
+                    os.close(fd)
                 except OSError:
                     pass
-                continue
-            if now >= deadline:
-                if kill_sent_at is not None or exit_status is not _UNSET:
-                    # The server does not act on a kill (or the pipe stays open): give it up.
-                    attempt.server_died = True
-                    kill_reason = kill_reason or "unresponsive"
-                    break
-                kill("timeout" if attempt.phase in ("setup", "tests") else "lingering")
-                continue
-            for fd, _event in poller.poll(max(0.0, deadline - now) * 1000.0):
-                if fd == result_r:
-                    try:
-                        chunk = os.read(result_r, 1 << 20)
-                    except BlockingIOError:
-                        continue
-                    if not chunk:
-                        result_open = False
-                        poller.unregister(result_r)
-                    else:
-                        feed(chunk)
-                elif fd == output_r:
-                    try:
-                        chunk = os.read(output_r, 1 << 16)
-                    except BlockingIOError:
-                        continue
-                    if not chunk:
-                        poller.unregister(output_r)
-                        continue
-                    output_total += len(chunk)
-                    if len(output_head) < 4096:
-                        output_head += chunk[: 4096 - len(output_head)]
-                    if output_total > settings.output_limit_bytes:
-                        kill("output")
-                elif fd == payload_w:
-                    try:
-                        pending = pending[os.write(payload_w, pending):]
-                    except BlockingIOError:
-                        continue
-                    except OSError:
-                        pending = pending[:0]
-                    if not pending:
-                        poller.unregister(payload_w)
-                        os.close(payload_w)
-                        attempt.payload_closed = True
-                elif fd == ctl_fd:
-                    message = self._read_control()
-                    if message is None and previous is not None:
-                        # Gone before even reporting the previous child: this job never started.
-                        attempt.not_started = True
-                        self._lingering = None
-                        return
-                    if message is None:  # the server is gone; what the child wrote is still in the pipe
-                        attempt.server_died = True
-                        exit_status = None
-                    elif message.get("ev") == "exit" and message.get("job") == job:
-                        exit_status = message.get("status")
-                    else:
-                        if previous is not None and message.get("ev") == "exit" and message.get("job") == previous:
-                            previous = None
-                            self._lingering = None
-                            if not frames_seen and kill_sent_at is None:
-                                deadline = time.monotonic() + setup_budget
-                        continue
-                    if result_open:
-                        for chunk in self._drain(result_r):
-                            feed(chunk)
-                        if reader.pending and attempt.phase != "protocol":
-                            attempt.protocol("truncated frame")
-                        result_open = False
-            if attempt.server_died:
-                break
-        if self._lingering != job:  # the child is gone: what it printed last is in the pipe
-            output_total += self._drain_output(output_r, output_head)
-        attempt.output = bytes(output_head)
-        if output_total > settings.output_limit_bytes and kill_reason is None:
-            kill_reason = "output"
-        self._finish(attempt, kill_reason, exit_status)
+                setattr(attempt, name, -1)
+        attempt.payload = None
 
     @staticmethod
     def _drain_output(output_r: int, head: bytearray, limit: int = 1 << 20) -> int:
@@ -984,14 +1158,37 @@ def _decode_control(data: bytes) -> dict[str, Any]:
     return {"ev": "garbled"}
 
 
-class _Unset:
-    pass
+class _Stop:
+    """What a job source returns when there will be no more jobs."""
 
 
-_UNSET = _Unset()
+STOP = _Stop()
+_PIPELINE_DEPTH = 2  # children handed to one server at once: the one running and the next
 
 
-@dataclass
+def _observe_period(timeout: float) -> float:
+    """How often a running child's result pipe is read between its exit records: deadlines hold
+    to within this (2% of the timeout, between 2 and 20 ms)."""
+    return min(0.02, max(0.002, timeout / 50))
+
+
+@dataclass(eq=False)
+class _Run:
+    """One job: its units, and their outcomes so far over however many children it takes."""
+
+    token: Any
+    units: list[tuple[str, list[str]]]
+    results: list[list[Outcome]]
+    started: float
+    output: bytearray = field(default_factory=bytearray)
+    restarts: int = 0
+
+    def pending(self) -> list[tuple[int, int]]:
+        """(unit, tests done) of every unit with tests left."""
+        return [(u, len(done)) for u, done in enumerate(self.results) if len(done) < len(self.units[u][1])]
+
+
+@dataclass(eq=False)
 class _Attempt:
     """Progress of one child through its units: ``unit`` is the unit in progress, ``phase`` is
     ``setup`` (defining it, or expecting ``done`` after the last), ``tests``, ``done`` or
@@ -1007,9 +1204,28 @@ class _Attempt:
     server_died: bool = False
     not_started: bool = False
     child_started: bool = False  # the child reported ["start"]: from then on, its exit is the code's doing
-    payload_closed: bool = False
     protocol_error: str = ""
-    output: bytes = b""
+    # The pipeline's bookkeeping (see SandboxProcess.serve).
+    run: Any = None
+    slots: list[tuple[int, int]] = field(default_factory=list)  # (unit of the run, its tests done before)
+    job: int = 0
+    reader: FrameReader | None = None
+    payload: memoryview | None = None
+    payload_w: int = -1
+    result_r: int = -1
+    output_r: int = -1
+    begun: bool = False  # the server is on it (every attempt sent before it has exited)
+    deadline: float = float("inf")
+    next_observe: float = float("inf")
+    kill_reason: str | None = None
+    kill_sent_at: float | None = None
+    exit_status: Any = None
+    frames_seen: bool = False
+    result_open: bool = True
+    settled: bool = False  # its outcomes are final (all reported, or it has ended)
+    reported: bool = False  # ... and added to its run
+    output_total: int = 0
+    output_head: bytearray = field(default_factory=bytearray)
 
     def advance(self) -> None:
         """After a frame: move to the next unit once this one has all its outcomes."""
