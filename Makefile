@@ -1,4 +1,4 @@
-# Two entry points: `make demo` (set up, then the whole SWEET-RL pipeline on the embedded default)
+# Two entry points: `make demo` (set up, then SWEET-RL against zero-shot on the embedded default, with intervals)
 # and `make test` (set up, then the test suite). Both work on a fresh Debian/Ubuntu machine.
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -9,7 +9,7 @@ STAMP := $(VENV)/.setup-stamp
 APT_PACKAGES := chromium chromium-headless-shell bubblewrap fonts-dejavu-core
 TORCH_PIP_ARGS ?=
 
-.PHONY: setup system-deps demo test test-all benchmarks lint clean
+.PHONY: setup system-deps demo study test test-all benchmarks lint clean
 
 setup: $(STAMP)
 
@@ -32,7 +32,11 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 demo: setup
-	time $(VENV)/bin/sweet-rl pipeline --config examples/configs/demo_cpu.yaml
+	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config examples/configs/demo_cpu.yaml
+
+# The small-scale study (SWEET-RL, its ablation, RFT, multi-turn DPO, zero-shot; intervals): about 90 minutes.
+study: setup
+	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config examples/configs/study_cpu.yaml
 
 test: setup
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q

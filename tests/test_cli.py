@@ -256,21 +256,27 @@ def test_console_script_is_declared():
     assert RunArguments().policy_model == "embedded"
 
 
-@pytest.mark.parametrize("name", ["demo_cpu", "backend_8b", "frontend_8b"])
+@pytest.mark.parametrize("name", ["demo_cpu", "study_cpu", "backend_8b", "frontend_8b"])
 def test_example_configs_parse(name):
     config = pipeline.load_yaml(REPO_ROOT / "examples" / "configs" / f"{name}.yaml")
     pipeline._check_keys(config, everything=True)
     # bf16 trainer configurations only validate on a GPU machine; every other stage parses anywhere.
-    stages = list(pipeline.STAGES) if name == "demo_cpu" else [
+    on_cpu = name in ("demo_cpu", "study_cpu")
+    stages = list(pipeline.STAGES) if on_cpu else [
         s for s in pipeline.STAGES if s not in pipeline.TRAINING_STAGES]
     parsed = {stage: pipeline._parse(pipeline.STAGES[stage], config, []) for stage in stages}
     run = parsed["collect"][0]
     assert run.run_dir == f"runs/{name}" and all(args[0] == run for args in parsed.values())
-    if name == "demo_cpu":
-        assert run.policy_model == "embedded" and run.eval_tasks == "test"
+    if on_cpu:
+        from sweet_trl.study.runner import parse_study_arguments
+
+        assert run.policy_model == "embedded" and run.eval_tasks == "procedural:test"
         model_config, critic_config = parsed["train_critic"][1:3]
-        assert model_config.use_peft and critic_config.max_steps > 0 and not critic_config.bf16
+        assert model_config.use_peft and critic_config.num_train_epochs > 0 and not critic_config.bf16
         assert parsed["sample_candidates"][1].force_answer_on_last_turn
+        assert parsed["evaluate"][2].eval_episodes_per_task >= 4  # the study's intervals need several episodes
+        study = parse_study_arguments(config["study"])
+        assert "sweet" in study.methods
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (REPO_ROOT / "examples").glob("*.py")))

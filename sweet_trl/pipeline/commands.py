@@ -118,7 +118,9 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (
           run_fields=("eval_tasks", "max_eval_tasks", "simulator", "simulator_base_url", "max_turns", "policy_model")),
 )}
 COMMAND_ALIASES = {"train-rft": "baseline_rft", "train-mtdpo": "baseline_mtdpo"}
-SECTIONS = (*STAGES, "report", PIPELINE_SECTION)
+# `study:` belongs to `sweet-rl study` (sweet_trl.study); the pipeline accepts a file that has it and ignores it.
+STUDY_SECTION = "study"
+SECTIONS = (*STAGES, "report", PIPELINE_SECTION, STUDY_SECTION)
 
 
 def _parse(stage: Stage, config: dict[str, Any], cli_args: Sequence[str], prog: str | None = None) -> tuple:
@@ -132,6 +134,10 @@ def _parse(stage: Stage, config: dict[str, Any], cli_args: Sequence[str], prog: 
 def _stage_options(name: str) -> frozenset[str]:
     if name == "report":
         return frozenset(known_options(make_parser([RunArguments, ReportArguments])))
+    if name == STUDY_SECTION:
+        from sweet_trl.study.config import StudyArguments
+
+        return frozenset(known_options(make_parser([StudyArguments])))
     if name == PIPELINE_SECTION:
         return frozenset(known_options(make_parser([PipelineArguments])))
     return frozenset(known_options(make_parser(STAGES[name].dataclass_types())))
