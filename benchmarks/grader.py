@@ -1,37 +1,53 @@
-"""Throughput of the sandboxed backend grader against the original in-process scorer.
+"""Throughput of the sandboxed backend grader against the original ColBench scorer's method.
 
-    python benchmarks/grader.py                          # 200 real rows, workers = CPU count
-    python benchmarks/grader.py --workers 2 --repeat 3   # best of 3 runs
+    python benchmarks/grader.py                          # 200 real rows, workers = CPU count, 5 rounds
+    python benchmarks/grader.py --workers 2 --repeat 7   # more rounds
     taskset -c 0,1 python benchmarks/grader.py           # pin to 2 cores
     python benchmarks/grader.py --json results.json
 
 Each of the 200 backend tasks in ``../shared/colbench-data/backend_dev.jsonl`` is answered twice:
 with its own reference (all tests pass) and with a mutant of it (one constant changed, usually
-wrong). Both graders score the same 400 answers:
+wrong). Every scorer below scores the same 400 answers, in the same run, round after round (each
+round measures all four one after the other, so that they share the machine's load):
 
-(a) baseline -- the original unsafe method, re-implemented here: ``exec`` the reference and the
-    answer in this process, ``eval`` every test call in each under ``signal.alarm(1)``, compare
-    with ``==``;
-(b) the sandboxed :class:`colbench_gym.execution.Grader`, all protections on, over a warm pool
-    of fork servers, with an empty reference cache (each reference computed once per run);
-(c) the same grader again with the reference cache already filled (steady state of training,
-    where the same tasks are graded over and over).
+(a0) the anchor: the released ColBench scorer's *method*, re-implemented here (no code copied):
+     for every test call, ``exec`` the reference and the answer afresh in this process and
+     ``eval`` the call in each, under a one-second ``signal.alarm``; compare with ``==``. No
+     isolation at all: this is what a user runs without this project.
+(a)  the in-process floor: the same, but each code is ``exec``-ed once per answer and every call
+     evaluated in that namespace (as ColBench's calls share one namespace). Cheaper than (a0),
+     and still unsafe; no scorer that isolates answers can beat it.
+(b)  the sandboxed :class:`colbench_gym.execution.Grader`, all protections on, over a warm pool
+     of fork servers, with an empty reference cache: every reference is run once, in a child of
+     its own (so 600 children for 400 answers);
+(c)  the same grader again with the reference cache already filled (steady state of training,
+     where the same tasks are graded over and over): one child per answer.
 
-It prints answers/second for each, the ratios (b)/(a) and (c)/(a), how many per-answer scores
-differ between (a) and (b), and the CPU time per answer of each (this process plus, for the
-sandbox, the worker processes and their children): unlike wall-clock time, that does not depend on
-what else runs on the machine, and ``cores x CPU(a) / CPU(b)`` is the best ratio the cores allow.
+It prints answers/second for each (the best round), then on lines of their own::
 
-Where the sandbox's time goes: an answer in-process costs well under a millisecond of CPU. In the
-sandbox it costs a fork of the warm server, a few hundred copy-on-write page faults as the child
-runs Python (each page the interpreter writes is copied; expensive in virtual machines), the
-child's exit, the server's clean-up and the grader's supervision. Batching every test of an answer
-into one child, batching references, caching their outputs, pipelining jobs per worker and running
-workers on all cores are what bring it back within a small factor of the unsafe baseline.
+    ratio vs original method: X        # (b) / (a0), median over the rounds of the paired ratios
+    ratio vs in-process floor: Y       # (b) / (a)
+
+and the same two for (c); how many per-answer scores differ between (a) and (b)/(c) (must be 0);
+the CPU time per answer of each (this process plus, for the sandbox, the fork servers and all
+their children) -- unlike wall-clock time it does not depend much on what else runs, and
+``cores x CPU(a0) / CPU(b)`` is the best ratio the cores allow -- and where the sandbox's CPU goes,
+per child:
+
+- fork:        the fork server's time in ``fork()`` (copying its page tables);
+- run:         the child's own time: set-up and limits, defining the code, the calls, encoding
+               and writing results, copy-on-write page faults, exiting;
+- clean-up:    the server's time after the child: reaping, the check of what it left, and
+               removing it when there is something (how many children left something is shown);
+- server rest: the rest of the server's time (waiting on the child, reading commands, sending
+               exit records);
+- supervision: the grader's worker threads (payload, pipes, reading and decoding results,
+               deadlines, output limit);
+- and, per answer, the rest of the grader's own time (preparing answers, comparing outputs).
 
 It also measures the floor of any design that gives each answer a fresh process: a bare warm
 interpreter that forks a child per answer, which runs the answer and exits (no sandbox, limits,
-reference or supervision), and the best ratio that floor would allow on the machine's cores.
+reference or supervision).
 """
 
 from __future__ import annotations
@@ -41,6 +57,7 @@ import json
 import os
 import resource
 import signal
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -62,8 +79,38 @@ def _on_alarm(signum, frame):
     raise _Alarm()
 
 
+def original_method_score(answer: str, reference: str, tests: dict[str, str]) -> float:
+    """(a0) The released scorer's method: for each test call, a fresh ``exec`` of the reference
+    and of the answer, the call ``eval``-ed in each, all under a one-second alarm; ``==``. A
+    reference output of None (or one that raises) never passes."""
+    passed = 0
+    for call in tests.values():
+        try:
+            signal.alarm(1)
+            try:
+                reference_ns: dict = {}
+                exec(reference, reference_ns)
+                expected = eval(call, reference_ns)
+                answer_ns: dict = {}
+                exec(answer, answer_ns)
+                got = eval(call, answer_ns)
+            finally:
+                signal.alarm(0)
+        except BaseException:  # noqa: BLE001
+            continue
+        if expected is None:
+            continue
+        try:
+            if expected == got:
+                passed += 1
+        except Exception:  # noqa: BLE001
+            pass
+    return passed / len(tests) if tests else 0.0
+
+
 def baseline_score(answer: str, reference: str, tests: dict[str, str]) -> float:
-    """The original scorer: in-process exec/eval, one-second alarm per call, ``==``."""
+    """(a) The in-process floor: one exec of each code, every call evaluated in its namespace
+    under a one-second alarm, ``==``."""
     reference_ns: dict = {}
     answer_ns: dict = {}
     try:
@@ -118,20 +165,39 @@ def _self_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_baseline(items) -> tuple[float, float, list[float]]:
+def run_in_process(items, score) -> tuple[float, float, list[float]]:
+    """Wall seconds, CPU seconds and scores of an in-process scorer over every item."""
     previous = signal.signal(signal.SIGALRM, _on_alarm)
-    devnull = open(os.devnull, "w")
+    devnull = open(os.devnull, "w")  # noqa: SIM115
     stdout = sys.stdout
     try:
         sys.stdout = devnull  # answers may print; the sandbox discards output too
         start, cpu = time.perf_counter(), _self_cpu()
-        scores = [baseline_score(answer, reference, tests) for answer, reference, tests in items]
+        scores = [score(answer, reference, tests) for answer, reference, tests in items]
         elapsed, cpu = time.perf_counter() - start, _self_cpu() - cpu
     finally:
         sys.stdout = stdout
         devnull.close()
         signal.signal(signal.SIGALRM, previous)
     return elapsed, cpu, scores
+
+
+def run_baseline(items) -> tuple[float, float, list[float]]:
+    return run_in_process(items, baseline_score)
+
+
+def run_grader(grader: Grader, items) -> tuple[float, float, list, dict[str, float]]:
+    """Wall seconds, CPU seconds (this process, the servers and their children), results, and the
+    change of the grader's CPU breakdown (plus ``process_s``: this process's own CPU time)."""
+    before = grader.cpu_breakdown()
+    start, own, workers = time.perf_counter(), _self_cpu(), grader.worker_cpu_seconds()
+    results = grader.grade_many(items)
+    elapsed = time.perf_counter() - start
+    own, workers = _self_cpu() - own, grader.worker_cpu_seconds() - workers
+    after = grader.cpu_breakdown()
+    breakdown = {key: after[key] - before[key] for key in after}
+    breakdown["process_s"] = own
+    return elapsed, own + workers, results, breakdown
 
 
 # The cheapest possible design with a fresh process per answer, as a bound for every real one: a bare
@@ -184,109 +250,150 @@ def fresh_process_floor_ms(items) -> float:
     return 1000 * min(runs)
 
 
+def _per_child(breakdown: dict[str, float], answers: int) -> dict[str, float]:
+    """Milliseconds per child of each part of the sandbox's CPU, and the grader's rest per answer."""
+    children = max(1.0, breakdown["children"])
+    parts = {
+        "fork": breakdown["fork_s"],
+        "run": breakdown["child_s"],
+        "clean_up": breakdown["clean_s"],
+        "server_rest": breakdown["server_other_s"],
+        "supervision": breakdown["supervise_s"],
+    }
+    out = {name: round(1000 * value / children, 3) for name, value in parts.items()}
+    out["total_per_child"] = round(sum(out.values()), 3)
+    out["children"] = int(breakdown["children"])
+    out["children_cleaned_up_after"] = int(breakdown["cleaned"])
+    out["page_faults_per_child"] = round(breakdown["minor_faults"] / children, 1)
+    out["grader_rest_per_answer"] = round(1000 * max(0.0, breakdown["process_s"] - breakdown["supervise_s"]) / answers, 3)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--workers", type=int, default=None, help="sandboxes at once (default: CPU count)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best is reported")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds; rates are the best round, ratios the median")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N tasks")
     parser.add_argument("--timeout", type=float, default=1.0, help="per-test timeout of the sandbox (s)")
     parser.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
+    parser.add_argument("--no-floor", action="store_true", help="skip the fresh-process floor")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = parser.parse_args()
 
     if not args.data.exists():
         sys.exit(f"no ColBench rows at {args.data} (pass --data)")
     items = load_items(args.data, args.limit)
+    n = len(items)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     workers = args.workers or cpus
+    load_before = os.getloadavg()[0]
 
-    baseline_times, baseline_cpus = [], []
-    for _ in range(args.repeat):
-        elapsed, cpu, baseline_scores = run_baseline(items)
-        baseline_times.append(elapsed)
-        baseline_cpus.append(cpu)
-
-    cold_times, warm_times, startup_times, cold_cpus, warm_cpus = [], [], [], [], []
-    sandbox_scores: list[float] = []
+    names = ("original", "floor", "cold", "cached")
+    times: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    breakdowns: dict[str, list[dict[str, float]]] = {"cold": [], "cached": []}
+    startup: list[float] = []
+    scores: dict[str, list[float]] = {}
+    mismatches = {"cold": 0, "cached": 0}
+    infra = 0
     mode = None
     for _ in range(args.repeat):
+        for name, scorer in (("original", original_method_score), ("floor", baseline_score)):
+            elapsed, used, got = run_in_process(items, scorer)
+            times[name].append(elapsed)
+            cpu[name].append(used)
+            scores[name] = got
         start = time.perf_counter()
         grader = Grader(workers=workers, timeout_s=args.timeout, allow_code_execution=True, sandbox=args.sandbox)
         grader.warm_up()
-        startup_times.append(time.perf_counter() - start)
+        startup.append(time.perf_counter() - start)
         mode = grader.sandbox_mode
         try:
-            # CPU of this process (the grader's threads) plus the worker processes and children.
-            start, cpu = time.perf_counter(), _self_cpu() + grader.worker_cpu_seconds()
-            results = grader.grade_many(items)
-            cold_times.append(time.perf_counter() - start)
-            cold_cpus.append(_self_cpu() + grader.worker_cpu_seconds() - cpu)
-            start, cpu = time.perf_counter(), _self_cpu() + grader.worker_cpu_seconds()
-            grader.grade_many(items)
-            warm_times.append(time.perf_counter() - start)
-            warm_cpus.append(_self_cpu() + grader.worker_cpu_seconds() - cpu)
+            for name in ("cold", "cached"):
+                elapsed, used, results, breakdown = run_grader(grader, items)
+                times[name].append(elapsed)
+                cpu[name].append(used)
+                breakdowns[name].append(breakdown)
+                got = [r.score for r in results]
+                mismatches[name] = max(mismatches[name], sum(abs(a - b) > 1e-9 for a, b in zip(scores["floor"], got)))
+                infra += sum(r.infra_error for r in results)
         finally:
             grader.close()
-        sandbox_scores = [r.score for r in results]
-        if any(r.infra_error for r in results):
-            print("warning: infrastructure errors:", sum(r.infra_error for r in results), file=sys.stderr)
+    if infra:
+        print(f"warning: {infra} infrastructure errors", file=sys.stderr)
 
-    n = len(items)
-    baseline_rate = n / min(baseline_times)
-    cold_rate = n / min(cold_times)
-    warm_rate = n / min(warm_times)
-    mismatches = sum(abs(a - b) > 1e-9 for a, b in zip(baseline_scores, sandbox_scores))
-    per_answer_ms = {
-        "baseline": 1000 * min(baseline_cpus) / n,
-        "sandbox": 1000 * min(cold_cpus) / n,
-        "sandbox_cached_reference": 1000 * min(warm_cpus) / n,
+    rate = {name: n / min(values) for name, values in times.items()}
+    # Paired ratios: each round measured the anchor and the grader back to back, under the same load.
+    paired = {
+        (name, anchor): [t_anchor / t_name for t_anchor, t_name in zip(times[anchor], times[name])]
+        for name in ("cold", "cached") for anchor in ("original", "floor")
     }
-    # The best wall-clock ratio these CPU costs allow: the baseline uses one core, we use them all.
-    cpu_bound_ratio = cpus * per_answer_ms["baseline"] / per_answer_ms["sandbox"]
-    # No design that runs each answer in a fresh forked process can beat the bare floor.
-    floor_ms = fresh_process_floor_ms(items)
-    fresh_process_bound = cpus * per_answer_ms["baseline"] / floor_ms
-    cpu_bound_ratio_cached = cpus * per_answer_ms["baseline"] / per_answer_ms["sandbox_cached_reference"]
+    ratio = {key: statistics.median(values) for key, values in paired.items()}
+    cpu_ms = {name: 1000 * min(values) / n for name, values in cpu.items()}
+    # The best ratio the cores allow: the anchors use one core, the grader all of them.
+    cpu_bound = {name: cpus * cpu_ms["original"] / cpu_ms[name] for name in ("cold", "cached")}
+    # Breakdown of the round with the least CPU (the least disturbed one).
+    best_round = {name: min(range(args.repeat), key=lambda i, name=name: cpu[name][i]) for name in ("cold", "cached")}
+    parts = {name: _per_child(breakdowns[name][best_round[name]], n) for name in ("cold", "cached")}
+    floor_ms = None if args.no_floor else fresh_process_floor_ms(items)
+    original_vs_floor = sum(abs(a - b) > 1e-9 for a, b in zip(scores["original"], scores["floor"]))
+
     numbers = {
         "answers": n,
         "tasks": n // 2,
         "cpus": cpus,
         "workers": workers,
         "sandbox": mode,
-        "baseline_answers_per_s": round(baseline_rate, 1),
-        "sandbox_answers_per_s": round(cold_rate, 1),
-        "sandbox_cached_reference_answers_per_s": round(warm_rate, 1),
-        "ratio": round(cold_rate / baseline_rate, 3),
-        "ratio_cached_reference": round(warm_rate / baseline_rate, 3),
-        "cpu_ms_per_answer": {k: round(v, 3) for k, v in per_answer_ms.items()},
-        "cpu_bound_ratio": round(cpu_bound_ratio, 3),
-        "cpu_bound_ratio_cached_reference": round(cpu_bound_ratio_cached, 3),
-        "fresh_process_floor_cpu_ms_per_answer": round(floor_ms, 3),
-        "fresh_process_per_answer_bound": round(fresh_process_bound, 3),
-        "load_average_1min": round(os.getloadavg()[0], 2),
-        "pool_startup_s": round(min(startup_times), 3),
-        "score_mismatches": mismatches,
-        "mean_score_baseline": round(sum(baseline_scores) / n, 4),
-        "mean_score_sandbox": round(sum(sandbox_scores) / n, 4),
+        "rounds": args.repeat,
+        "answers_per_s": {name: round(value, 1) for name, value in rate.items()},
+        "ratio_vs_original_method": round(ratio[("cold", "original")], 3),
+        "ratio_vs_in_process_floor": round(ratio[("cold", "floor")], 3),
+        "ratio_vs_original_method_cached_references": round(ratio[("cached", "original")], 3),
+        "ratio_vs_in_process_floor_cached_references": round(ratio[("cached", "floor")], 3),
+        "paired_ratios": {f"{a}/{b}": [round(x, 3) for x in v] for (a, b), v in paired.items()},
+        "cpu_ms_per_answer": {name: round(value, 3) for name, value in cpu_ms.items()},
+        "cpu_bound_ratio_vs_original_method": {name: round(value, 3) for name, value in cpu_bound.items()},
+        "sandbox_cpu_ms": parts,
+        "score_mismatches_vs_in_process_floor": mismatches,
+        "score_differences_original_method_vs_floor": original_vs_floor,
+        "fresh_process_floor_cpu_ms_per_answer": None if floor_ms is None else round(floor_ms, 3),
+        "pool_startup_s": round(min(startup), 3),
+        "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "mean_score": {name: round(sum(values) / n, 4) for name, values in scores.items()},
     }
-    print(f"{n} answers ({n // 2} tasks x reference + mutant), {cpus} CPUs, {workers} workers, sandbox={mode}")
-    print(f"(a) in-process exec/eval + alarm : {baseline_rate:8.1f} answers/s")
-    print(f"(b) sandboxed grader            : {cold_rate:8.1f} answers/s   (b)/(a) = {cold_rate / baseline_rate:.2f}")
-    print(f"(c) sandboxed, cached references: {warm_rate:8.1f} answers/s   (c)/(a) = {warm_rate / baseline_rate:.2f}")
+    print(f"{n} answers ({n // 2} tasks x reference + mutant), {cpus} CPUs, {workers} workers, sandbox={mode}, "
+          f"{args.repeat} rounds, load average {load_before:.2f} -> {os.getloadavg()[0]:.2f}")
+    print(f"(a0) original scorer's method (fresh exec per call)  : {rate['original']:8.1f} answers/s")
+    print(f"(a)  in-process floor (one exec per answer)          : {rate['floor']:8.1f} answers/s")
+    print(f"(b)  sandboxed Grader, cold (each reference run once): {rate['cold']:8.1f} answers/s")
+    print(f"(c)  sandboxed Grader, cached references             : {rate['cached']:8.1f} answers/s")
+    print(f"ratio vs original method: {ratio[('cold', 'original')]:.2f}")
+    print(f"ratio vs in-process floor: {ratio[('cold', 'floor')]:.2f}")
+    print(f"ratio vs original method, cached references: {ratio[('cached', 'original')]:.2f}")
+    print(f"ratio vs in-process floor, cached references: {ratio[('cached', 'floor')]:.2f}")
+    print("paired ratios per round, (b)/(a0): " + " ".join(f"{x:.2f}" for x in paired[("cold", "original")])
+          + "; (c)/(a0): " + " ".join(f"{x:.2f}" for x in paired[("cached", "original")]))
+    print(f"per-answer score mismatches vs (a): (b) {mismatches['cold']}, (c) {mismatches['cached']}; "
+          f"(a0) vs (a): {original_vs_floor}")
     print(
-        f"CPU per answer: (a) {per_answer_ms['baseline']:.3f} ms, (b) {per_answer_ms['sandbox']:.3f} ms, "
-        f"(c) {per_answer_ms['sandbox_cached_reference']:.3f} ms -> best ratio {cpus} cores allow: "
-        f"(b) {cpu_bound_ratio:.2f}, (c) {cpu_bound_ratio_cached:.2f}"
+        f"CPU per answer: (a0) {cpu_ms['original']:.3f} ms, (a) {cpu_ms['floor']:.3f} ms, (b) {cpu_ms['cold']:.3f} ms, "
+        f"(c) {cpu_ms['cached']:.3f} ms -> best ratio vs (a0) {cpus} cores allow: (b) {cpu_bound['cold']:.2f}, "
+        f"(c) {cpu_bound['cached']:.2f}"
     )
-    print(
-        f"floor of a fresh process per answer (bare interpreter forks, child runs the answer, no sandbox): "
-        f"{floor_ms:.3f} ms CPU per answer -> any such design: at most {fresh_process_bound:.2f}x on {cpus} cores"
-    )
-    print(
-        f"pool start-up {min(startup_times):.3f} s (not in (b)/(c)); per-answer score mismatches (a) vs (b): "
-        f"{mismatches}; load average {os.getloadavg()[0]:.2f}"
-    )
+    for name, label in (("cold", "(b)"), ("cached", "(c)")):
+        p = parts[name]
+        print(
+            f"sandbox CPU per child {label}, {p['children']} children: fork {p['fork']:.3f} ms, run {p['run']:.3f} ms "
+            f"({p['page_faults_per_child']:.0f} page faults), clean-up {p['clean_up']:.3f} ms "
+            f"({p['children_cleaned_up_after']} left something), server rest {p['server_rest']:.3f} ms, "
+            f"supervision {p['supervision']:.3f} ms = {p['total_per_child']:.3f} ms; grader rest "
+            f"{p['grader_rest_per_answer']:.3f} ms per answer"
+        )
+    if floor_ms is not None:
+        print(f"floor of a fresh process per answer (bare interpreter forks, child runs the answer, no sandbox): "
+              f"{floor_ms:.3f} ms CPU per answer")
+    print(f"pool start-up {min(startup):.3f} s (not in (b)/(c))")
     if args.json:
         args.json.write_text(json.dumps(numbers, indent=2) + "\n")
 

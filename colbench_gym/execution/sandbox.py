@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import collections
 import fcntl
+import importlib.util
 import json
 import marshal
 import os
@@ -379,6 +380,7 @@ class SandboxProcess:
         # reported everything already (its exit record is still to come). See serve().
         self._flight: collections.deque[_Attempt] = collections.deque()
         self._cpu_mark = 0.0
+        self._ship_code = False  # whether the server takes code objects compiled here
         self._tempdir: str | None = None
         self._stderr: Any = None
         # Where the CPU goes, summed over every child of this sandbox (see cpu_breakdown()).
@@ -485,6 +487,7 @@ class SandboxProcess:
                 "/proc/<pid>/mem and corrupt later results.",
             )
         self.hello = hello
+        self._ship_code = hello.get("magic") == importlib.util.MAGIC_NUMBER.hex()
 
     def stop(self) -> None:
         for attempt in self._flight:  # anything still in flight there dies with the server
@@ -696,7 +699,10 @@ class SandboxProcess:
         job = self._job
         nonce = self._nonce_key + job.to_bytes(8, "little")  # fresh for every run of this server
         units = [(run.units[u][0], run.units[u][1][done:]) for u, done in pending]
-        payload = marshal.dumps((nonce, [(code, list(calls)) for code, calls in units]))
+        if self._ship_code:
+            payload = marshal.dumps((nonce, [(_compiled(code), [_compiled_call(c) for c in calls]) for code, calls in units]))
+        else:
+            payload = marshal.dumps((nonce, [(code, list(calls)) for code, calls in units]))
         attempt = _Attempt(outcomes=[[] for _ in units], sizes=[len(calls) for _, calls in units])
         attempt.run, attempt.slots, attempt.job = run, pending, job
         attempt.reader = FrameReader(nonce, self.settings.max_result_bytes + 4096)
@@ -767,7 +773,7 @@ class SandboxProcess:
         poller.register(ctl_fd, select.POLLIN)
         by_fd: dict[int, tuple[_Attempt, str]] = {}
         for attempt in flight:
-            if attempt.output_r >= 0:
+            if attempt.output_r >= 0 and attempt.output_eager:
                 poller.register(attempt.output_r, select.POLLIN)
                 by_fd[attempt.output_r] = (attempt, "output")
             if attempt.payload_w >= 0:
@@ -791,24 +797,34 @@ class SandboxProcess:
                 continue
             if kind == "payload":
                 self._write_payload(attempt)
-            elif kind == "output" and attempt.output_r >= 0:
-                try:
-                    chunk = os.read(attempt.output_r, 1 << 16)
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    os.close(attempt.output_r)
-                    attempt.output_r = -1
-                    continue
-                self._count_output(attempt, chunk)
-                if attempt.output_total > self.settings.output_limit_bytes:
-                    self._kill(attempt, "output")
+            elif kind == "output":
+                self._read_output(attempt)
 
-    def _count_output(self, attempt: _Attempt, chunk: bytes) -> None:
-        attempt.output_total += len(chunk)
-        head = attempt.output_head
-        if len(head) < 4096:
-            head += chunk[: 4096 - len(head)]
+    def _read_output(self, attempt: _Attempt) -> None:
+        """What the child has printed since the last look (without blocking), against its limit.
+        Read at each look at the child's results; once the pipe is found full (a child that
+        prints a lot), at once whenever there is some."""
+        while attempt.output_r >= 0:
+            try:
+                chunk = os.read(attempt.output_r, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                os.close(attempt.output_r)
+                attempt.output_r = -1
+                return
+            attempt.output_total += len(chunk)
+            head = attempt.output_head
+            if len(head) < 4096:
+                head += chunk[: 4096 - len(head)]
+            if attempt.output_total > self.settings.output_limit_bytes:
+                self._kill(attempt, "output")
+                return
+            if len(chunk) < 1 << 16:
+                return
+            attempt.output_eager = True
 
     def _report_done(self, head: _Attempt, waiting: collections.deque[_Run],
                      deliver: Callable[[Any, list[RunReport]], None]) -> None:
@@ -833,8 +849,10 @@ class SandboxProcess:
             self._feed(attempt, chunk, now)
 
     def _observe(self, attempt: _Attempt, now: float) -> None:
-        """Read what the child has reported so far (without blocking) and apply it."""
+        """Read what the child has reported and printed so far (without blocking) and apply it."""
         attempt.next_observe = now + _observe_period(self.settings.timeout_s)
+        if not attempt.output_eager:
+            self._read_output(attempt)
         try:
             chunk = os.read(attempt.result_r, 1 << 20)
         except BlockingIOError:
@@ -851,11 +869,7 @@ class SandboxProcess:
     def _feed(self, attempt: _Attempt, chunk: bytes, now: float) -> None:
         attempt.frames_seen = True
         assert attempt.reader is not None
-        try:
-            bodies = attempt.reader.feed(chunk)
-        except ProtocolError as err:
-            attempt.protocol(str(err))
-            bodies = []
+        bodies, error = attempt.reader.read(chunk)
         timeout = self.settings.timeout_s
         for body in bodies:
             if attempt.phase == "protocol":
@@ -869,6 +883,8 @@ class SandboxProcess:
                 break
             if attempt.kill_sent_at is None and not starting:  # the set-up budget runs on past ["start"]
                 attempt.deadline = now + (_EXIT_GRACE_S if attempt.phase == "done" else timeout)
+        if error is not None:
+            attempt.protocol(error)
         if attempt.phase == "protocol":
             self._kill(attempt, "protocol")
         elif attempt.phase == "done":
@@ -1158,6 +1174,39 @@ def _decode_control(data: bytes) -> dict[str, Any]:
     return {"ev": "garbled"}
 
 
+# Compiling answers and test calls here, for children whose interpreter has our bytecode: the
+# compiler's work -- and the fresh memory it writes, each page a copy-on-write fault in a forked
+# child -- is then done in a warm process, and a task's calls once for all its answers. Parsing
+# model-written code in this process is nothing new (extract_code does), and nothing compiled here
+# runs here. Compiled exactly as the child would (no inherited flags, no -O), with the child's file
+# names; anything the compiler rejects or warns about goes to the child as source, which then
+# reports it as before.
+warnings.filterwarnings("error", module="<answer>")
+warnings.filterwarnings("error", module="<test>")
+_CALL_CACHE: dict[str, Any] = {}
+_CALL_CACHE_SIZE = 1 << 16
+
+
+def _compiled(code: str) -> Any:
+    try:
+        return compile(code, "<answer>", "exec", dont_inherit=True, optimize=0)
+    except BaseException:  # noqa: BLE001 (SyntaxError, a warning made an error, MemoryError, RecursionError)
+        return code
+
+
+def _compiled_call(call: str) -> Any:
+    found = _CALL_CACHE.get(call)
+    if found is None:
+        try:
+            found = compile(call, "<test>", "eval", dont_inherit=True, optimize=0)
+        except BaseException:  # noqa: BLE001
+            found = call
+        if len(_CALL_CACHE) >= _CALL_CACHE_SIZE:
+            _CALL_CACHE.clear()
+        _CALL_CACHE[call] = found
+    return found
+
+
 class _Stop:
     """What a job source returns when there will be no more jobs."""
 
@@ -1226,6 +1275,7 @@ class _Attempt:
     reported: bool = False  # ... and added to its run
     output_total: int = 0
     output_head: bytearray = field(default_factory=bytearray)
+    output_eager: bool = False  # its output pipe was found full: read it as soon as there is output
 
     def advance(self) -> None:
         """After a frame: move to the next unit once this one has all its outcomes."""
