@@ -29,7 +29,7 @@ ANSWER:" ends the dialogue), the human's replies are inserted as the next user t
 
 Each rollout is one episode: ``prompt_ids`` are the system instructions and the request, ``completion_ids`` the rest
 of the dialogue; ``turn_spans`` (an extra field) gives the ``[start, end)`` token span of every policy turn in
-``completion_ids``, for turn-level methods. Generation uses the trainer's own model and ``generation_config``
+``completion_ids`` (the whole agent message, with any tokens inserted for it), for turn-level methods. Generation uses the trainer's own model and ``generation_config``
 (transformers; the rollout function does not drive TRL's vLLM engine yet: use the tool door there).
 
 In both doors the training-time information (reference solution, hidden information, target page) stays in the
@@ -403,11 +403,14 @@ class ColBenchRollout:
             the dialogue's ``messages`` as the environment recorded them), for inspection and tests.
     """
 
-    def __init__(self, env_id: str, max_turn_tokens: int, step_workers: int, make_kwargs: Mapping[str, Any]):
+    def __init__(self, env_id: str, max_turn_tokens: int, step_workers: int, make_kwargs: Mapping[str, Any],
+                 force_answer_on_last_turn: bool = False):
         if max_turn_tokens < 1:
             raise ValueError(f"max_turn_tokens must be >= 1, got {max_turn_tokens}")
         self.factory = _EnvFactory(env_id, make_kwargs)
         self.max_turn_tokens = int(max_turn_tokens)
+        language = "python" if self.factory.kind == "backend" else "html"
+        self.answer_prefix = f"{ANSWER_MARKER}\n```{language}\n" if force_answer_on_last_turn else None
         self.step_workers = max(1, int(step_workers))
         self._envs: list[Any] = []
         self._by_request: dict[str, list[str]] | None = None
@@ -463,17 +466,24 @@ class ColBenchRollout:
                 active = [e for e in active if not e.done]
                 if not active:
                     break
+                starts, forced = [], []
+                for episode in active:
+                    starts.append(len(episode.completion_ids))
+                    last = len(episode.turn_spans) >= episode.env.unwrapped.max_turns - 1
+                    prefix = self.answer_prefix if self.answer_prefix is not None and last else ""
+                    forced.append(prefix)
+                    if prefix:  # written for the policy, not sampled: out of the loss
+                        episode.add(tokenizer(prefix, add_special_tokens=False)["input_ids"], 0)
                 limit = min(self.max_turn_tokens, max(budget - len(e.completion_ids) for e in active))
-                generated = _generate(trainer, [e.prompt_ids + e.completion_ids for e in active], limit)
+                generated = _generate(trainer, [e.prompt_ids + e.completion_ids for e in active], max(1, limit))
                 turns = []
-                for episode, tokens in zip(active, generated):
-                    tokens = tokens[: budget - len(episode.completion_ids)]
+                for episode, tokens, start, prefix in zip(active, generated, starts, forced):
+                    tokens = tokens[: max(0, budget - len(episode.completion_ids))]
                     end = next((k + 1 for k, t in enumerate(tokens) if t in eos_ids), len(tokens))
                     tokens = tokens[:end]
-                    start = len(episode.completion_ids)
                     episode.add(tokens, 1)
                     episode.turn_spans.append((start, len(episode.completion_ids)))
-                    turns.append((tokens, tokenizer.decode(tokens, skip_special_tokens=True)))
+                    turns.append((tokens, prefix + tokenizer.decode(tokens, skip_special_tokens=True)))
                 results = list(pool.map(lambda pair: pair[0].env.step(pair[1][1]), zip(active, turns)))
                 for episode, (tokens, _), (_, reward, terminated, truncated, info) in zip(active, turns, results):
                     if terminated or truncated:
@@ -497,6 +507,7 @@ class ColBenchRollout:
             "colbench_success": [bool(e.info.get("success", False)) for e in episodes],
             "colbench_outcome": [e.outcome for e in episodes],
             "colbench_task_id": [e.task_id for e in episodes],
+            "colbench_answer": [e.info.get("answer") for e in episodes],
         }
 
     @staticmethod
@@ -573,7 +584,8 @@ def _generate(trainer: Any, rows: list[list[int]], max_new_tokens: int) -> list[
 
 
 def make_rollout_func(env_id: str = "ColBench-Backend-v0", *, max_turns: int | None = None,
-                      max_turn_tokens: int = 256, step_workers: int = 8, **make_kwargs: Any) -> ColBenchRollout:
+                      max_turn_tokens: int = 256, step_workers: int = 8, force_answer_on_last_turn: bool = False,
+                      **make_kwargs: Any) -> ColBenchRollout:
     """A ``rollout_func`` for ``GRPOTrainer``: one whole ColBench episode per prompt, the human's tokens masked.
 
     Args:
@@ -583,18 +595,23 @@ def make_rollout_func(env_id: str = "ColBench-Backend-v0", *, max_turns: int | N
             human tokens) is also capped by ``GRPOConfig.max_completion_length``; an episode that reaches it ends
             there and is scored as a dialogue that ran out of turns.
         step_workers: environments stepped at once (grading, simulated human, rendering run in threads).
+        force_answer_on_last_turn: a scaffold for small models, which rarely follow the answer format (as the
+            pipeline's option of that name): at the last allowed turn the policy's message starts with
+            ``I WANT TO ANSWER:`` and an opened code block, inserted with ``env_mask`` 0, and the model writes the
+            rest.
         **make_kwargs: passed to ``gym.make`` (``tasks``, ``simulator``, ``similarity``, ...); ``privileged``
             defaults to ``False``.
 
     Returns a :class:`ColBenchRollout`; its output has ``prompt_ids``, ``completion_ids``, ``logprobs`` (``None``:
     TRL recomputes them), ``env_mask`` (1 on policy tokens, 0 on the human's and the chat template's tokens around
     them), ``turn_spans`` and the fields ``colbench_reward`` / ``colbench_success`` / ``colbench_outcome`` /
-    ``colbench_task_id``, which TRL passes to the reward functions (use :func:`colbench_reward`).
+    ``colbench_task_id`` / ``colbench_answer`` (the submitted answer, ``None`` without one), which TRL passes to the
+    reward functions (use :func:`colbench_reward`; add your own, e.g. a format reward on ``colbench_answer``).
     """
     require("trl", EXTRA)
     if max_turns is not None:
         make_kwargs["max_turns"] = max_turns
-    return ColBenchRollout(env_id, max_turn_tokens, step_workers, make_kwargs)
+    return ColBenchRollout(env_id, max_turn_tokens, step_workers, make_kwargs, force_answer_on_last_turn)
 
 
 __all__ = [

@@ -1,0 +1,298 @@
+"""The ColBench environments as an OpenEnv server: ``python -m colbench_gym.openenv`` (``[openenv]`` extra).
+
+Any OpenEnv client drives it (``openenv.core.GenericEnvClient``, TRL, verifiers' ``openenv`` taskset, SkyRL,
+Unsloth)::
+
+    python -m colbench_gym.openenv --env ColBench-Backend-v0 --tasks train --port 8000
+
+    from openenv.core.generic_client import GenericEnvClient
+    with GenericEnvClient(base_url="http://localhost:8000").sync() as env:
+        result = env.reset(task_id="b-001-shipping-cost")          # or task_index=3, or split="train", index=3
+        result = env.step({"message": "Should heavier parcels cost more?"})
+        result.observation["reply"]                                  # the simulated human's answer
+        result = env.step({"message": "I WANT TO ANSWER:\\ndef shipping_cost(weight_kg, destination): ..."})
+        result.reward, result.done, result.observation["success"]
+
+Each WebSocket session (``/ws``) owns one environment, so one server plays many episodes at once (``--max-sessions``;
+the grader's sandbox pool and the browser pool are shared by the sessions of the process). The plain HTTP routes
+``/reset`` and ``/step`` are stateless in OpenEnv (a fresh environment per request): use them to look, the
+WebSocket client to play.
+
+The action is ``{"message": str}``, the agent's next message (ColBench's protocol: ``I WANT TO ANSWER:`` ends the
+episode). The observation has the dialogue (``text``, ``messages``), the human's latest ``reply``, ``turn``,
+``max_turns``, and on the last step ``outcome``, ``score``, ``success`` and the public part of the env's ``info``
+(grader status counts, render status, similarity). Training-time information (the reference solution, the hidden
+information, the unit tests, the target page, per-test details) stays on the server, unless the server is started
+with ``--allow-privileged`` and the episode is reset with ``privileged=True`` (for training-time critics such as
+SWEET-RL's); then the observations carry it in ``privileged`` and ``tests``.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from colbench_gym._optional import require
+
+EXTRA = "openenv"
+
+# info keys an agent may see; anything else (per-test details, privileged data, raw renders) stays on the server
+PUBLIC_INFO = ("task_id", "turn", "simulator_error", "outcome", "score", "success", "answer", "grader",
+               "action_truncated_from", "action_decoded", "observation_truncated", "render", "render_status",
+               "similarity", "similarity_metric", "similarity_config", "infra_error", "final_render",
+               "scoring_seconds")
+PRIVILEGED_INFO = ("privileged", "tests")
+
+
+def _openenv():
+    require("openenv", EXTRA)
+    from openenv.core.env_server import interfaces, types
+
+    return interfaces, types
+
+
+@dataclass
+class ServerConfig:
+    """What every session's environment is made from (shared, read-only after start-up)."""
+
+    env_id: str = "ColBench-Backend-v0"
+    make_kwargs: dict[str, Any] = field(default_factory=dict)
+    split: str = "train"
+    allow_privileged: bool = False
+    tasks: list[Any] | None = None
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def make_env(self) -> Any:
+        import gymnasium as gym
+
+        import colbench_gym  # noqa: F401  (registers the ids)
+
+        with self._lock:
+            kwargs = dict(self.make_kwargs)
+            if self.tasks is not None:
+                kwargs["tasks"] = self.tasks
+            env = gym.make(self.env_id, privileged=self.allow_privileged, **kwargs)
+            if self.tasks is None:
+                self.tasks = list(env.unwrapped.tasks)
+        return env
+
+
+def _jsonable(value: Any) -> Any:
+    """Info values as JSON: tuples to lists, numpy scalars to Python numbers, bytes dropped."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items() if not isinstance(v, (bytes, bytearray))}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "shape", None) == ():
+        return value.item()
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def build_models():
+    """The pydantic Action / Observation / State classes (built on first use: OpenEnv is an optional extra)."""
+    global ColBenchAction, ColBenchObservation, ColBenchState
+    if "ColBenchAction" in globals():
+        return ColBenchAction, ColBenchObservation, ColBenchState
+    from pydantic import Field
+
+    _, types = _openenv()
+
+    class ColBenchAction(types.Action):
+        """The agent's next message; one containing ``I WANT TO ANSWER:`` is the final answer."""
+
+        message: str = Field(..., description="The agent's next message to the human. 'I WANT TO ANSWER:' "
+                                              "followed by the code (backend) or page (frontend) ends the episode.")
+
+    class ColBenchObservation(types.Observation):
+        """The dialogue after the last action, and on the last step its score."""
+
+        text: str = Field("", description="The dialogue so far as text ('Human: ...' / 'Agent: ...' blocks)")
+        reply: str = Field("", description="The human's latest message (the request after a reset)")
+        messages: list[dict[str, str]] = Field(default_factory=list,
+                                               description="The dialogue as chat messages, system instructions first")
+        task_id: str = ""
+        turn: int = 0
+        max_turns: int = 0
+        outcome: str | None = Field(None, description="'answered' or 'no_answer' once the episode is over")
+        score: float | None = None
+        success: bool | None = None
+        info: dict[str, Any] = Field(default_factory=dict, description="The public part of the env's info")
+        privileged: dict[str, Any] | None = Field(
+            None, description="Training-time information; only with --allow-privileged and reset(privileged=True)")
+        tests: list[dict[str, Any]] | None = Field(None, description="Per-test results; privileged like the above")
+
+    class ColBenchState(types.State):
+        env_id: str = ""
+        task_id: str | None = None
+        turn: int = 0
+        max_turns: int = 0
+        done: bool = True
+
+    return ColBenchAction, ColBenchObservation, ColBenchState
+
+
+def environment_class():
+    """The OpenEnv ``Environment`` subclass (built on first use, like :func:`build_models`)."""
+    global ColBenchEnvironment
+    if "ColBenchEnvironment" in globals():
+        return ColBenchEnvironment
+    interfaces, types = _openenv()
+    Action, Observation, State = build_models()
+
+    class ColBenchEnvironment(interfaces.Environment):
+        """One ColBench gym environment per session, behind OpenEnv's reset / step / state."""
+
+        SUPPORTS_CONCURRENT_SESSIONS = True
+
+        def __init__(self, config: ServerConfig):
+            super().__init__()
+            self.config = config
+            self.env = config.make_env()
+            self._episode_id: str | None = None
+            self._steps = 0
+            self._privileged = False
+            self._done = True
+
+        # -- OpenEnv API ----------------------------------------------------------------------------------
+        def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None,
+                  task_index: int | None = None, split: str | None = None, index: int | None = None,
+                  privileged: bool = False, **kwargs: Any) -> Observation:
+            if kwargs:
+                raise ValueError(f"unknown reset arguments {sorted(kwargs)}; ColBench takes seed, episode_id, "
+                                 "task_id, task_index, split/index and privileged")
+            if privileged and not self.config.allow_privileged:
+                raise PermissionError("this server keeps training-time information to itself; start it with "
+                                      "--allow-privileged to serve it")
+            if split is not None and split != self.config.split:
+                raise ValueError(f"this server serves the split {self.config.split!r}, not {split!r}")
+            options: dict[str, Any] = {}
+            if task_id is not None:
+                options["task_id"] = str(task_id)
+            elif task_index is not None or index is not None:
+                options["task_index"] = int(task_index if task_index is not None else index)
+            try:
+                _, info = self.env.reset(seed=seed, options=options)
+            except KeyError as err:
+                raise ValueError(f"unknown task_id {task_id!r}") from err
+            self._episode_id, self._steps = episode_id, 0
+            self._privileged, self._done = bool(privileged), False
+            return self._observation(info, reward=None, done=False, reply=info["messages"][-1]["content"])
+
+        def step(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
+            if self._done:
+                raise RuntimeError("the episode is over (or was never started): reset first")
+            _, reward, terminated, truncated, info = self.env.step(action.message)
+            self._steps += 1
+            done = bool(terminated or truncated)
+            self._done = done
+            reply = "" if done else info["messages"][-1]["content"]
+            return self._observation(info, reward=float(reward), done=done, reply=reply)
+
+        @property
+        def state(self) -> State:
+            unwrapped = self.env.unwrapped
+            task = unwrapped.task
+            return State(episode_id=self._episode_id, step_count=self._steps, env_id=self.config.env_id,
+                         task_id=task.task_id if task is not None else None, turn=unwrapped.turn,
+                         max_turns=unwrapped.max_turns, done=self._done)
+
+        def get_metadata(self) -> Any:
+            return types.EnvironmentMetadata(
+                name=self.config.env_id, version="0.1.0", author="colbench-gym",
+                description=f"ColBench {self.config.env_id} (SWEET-RL, arXiv 2503.15478): a multi-turn dialogue "
+                            "with a simulated human, scored by hidden unit tests (backend) or visual similarity "
+                            f"(frontend); {len(self.config.tasks or [])} tasks of split {self.config.split!r}.")
+
+        def close(self) -> None:
+            self.env.close()
+
+        # -- OpenEnv Task API (discovery only) ----------------------------------------------------------------
+        def list_splits(self) -> list[str]:
+            return [self.config.split]
+
+        def num_tasks(self, split: str) -> int:
+            return len(self._tasks(split))
+
+        def list_tasks(self, split: str) -> list[dict[str, Any]]:
+            return [self._spec(i, task) for i, task in enumerate(self._tasks(split))]
+
+        def get_task(self, split: str, index: int) -> dict[str, Any]:
+            tasks = self._tasks(split)
+            if not 0 <= index < len(tasks):
+                raise IndexError(f"task index {index} out of range for {len(tasks)} tasks")
+            return self._spec(index, tasks[index])
+
+        def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[Any]:
+            tasks = self._tasks(split)
+            first = 0 if start is None else start
+            return [self._spec(first + i, task) for i, task in enumerate(tasks[start:stop])]
+
+        # -- internals ------------------------------------------------------------------------------------
+        def _tasks(self, split: str) -> list[Any]:
+            if split != self.config.split:
+                raise ValueError(f"unknown split {split!r}; this server serves {self.config.split!r}")
+            return list(self.env.unwrapped.tasks)
+
+        @staticmethod
+        def _spec(index: int, task: Any) -> dict[str, Any]:
+            return {"id": task.task_id, "index": index, "problem_description": task.problem_description}
+
+        def _observation(self, info: Mapping[str, Any], reward: float | None, done: bool, reply: str) -> Observation:
+            unwrapped = self.env.unwrapped
+            public = {k: _jsonable(info[k]) for k in PUBLIC_INFO if k in info}
+            fields: dict[str, Any] = dict(
+                done=done, reward=reward, text=render_text(info["messages"]), reply=reply,
+                messages=[{"role": m["role"], "content": m["content"]} for m in info["messages"]],
+                task_id=info["task_id"], turn=int(info["turn"]), max_turns=unwrapped.max_turns, info=public,
+            )
+            if done:
+                fields.update(outcome=info.get("outcome"), score=float(info.get("score", reward or 0.0)),
+                              success=bool(info.get("success", False)))
+            if self._privileged:
+                fields["privileged"] = _jsonable(info.get("privileged"))
+                if "tests" in info:
+                    fields["tests"] = _jsonable(info["tests"])
+            return Observation(**fields)
+
+    return ColBenchEnvironment
+
+
+def render_text(messages: list[Mapping[str, str]]) -> str:
+    from colbench_gym.envs.dialogue import render_dialogue
+
+    return render_dialogue(messages)
+
+
+def create_colbench_app(env_id: str = "ColBench-Backend-v0", *, max_sessions: int = 64, split: str = "train",
+                        allow_privileged: bool = False, **make_kwargs: Any):
+    """The FastAPI app (OpenEnv's ``create_app``): ``/ws``, ``/reset``, ``/step``, ``/state``, ``/schema``, ...
+
+    Args:
+        env_id: ``"ColBench-Backend-v0"`` or ``"ColBench-Frontend-v0"``.
+        max_sessions: concurrent WebSocket sessions (one environment each).
+        split: the name the Task API and ``reset(split=...)`` use for the served tasks.
+        allow_privileged: let ``reset(privileged=True)`` put training-time information in observations.
+        **make_kwargs: passed to ``gym.make`` (``tasks``, ``max_turns``, ``simulator``, ``similarity``, ...).
+    """
+    require("openenv", EXTRA)
+    from openenv.core.env_server.http_server import create_app
+
+    Action, Observation, State = build_models()
+    cls = environment_class()
+    make_kwargs.setdefault("tasks", split)
+    config = ServerConfig(env_id=env_id, make_kwargs=make_kwargs, split=split, allow_privileged=allow_privileged)
+    if env_id.startswith("ColBench-Frontend") and isinstance(make_kwargs.get("similarity", "clip"), str):
+        from colbench_gym.rewards import make_similarity  # one metric (a CLIP model) for every session
+
+        config.make_kwargs["similarity"] = make_similarity(make_kwargs.get("similarity", "clip"),
+                                                           **(make_kwargs.pop("similarity_kwargs", None) or {}))
+    config.make_env().close()  # resolve the tasks (and fail now, not in the first session)
+    return create_app(functools.partial(cls, config), Action, Observation, env_name=env_id.lower(),
+                      max_concurrent_envs=max_sessions, state_cls=State)

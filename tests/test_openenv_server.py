@@ -1,0 +1,205 @@
+"""`python -m colbench_gym.openenv` serves whole episodes to OpenEnv's own client over loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+pytest.importorskip("openenv")
+pytest.importorskip("uvicorn")
+
+from conftest import REPO_ROOT
+
+from colbench_gym.envs.dialogue import ANSWER_MARKER
+from colbench_gym.tasks import resolve_tasks
+
+MAX_TURNS = 3
+SESSIONS = 8
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get(url: str):
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _post(url: str, body: dict):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = _free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "colbench_gym.openenv", "--env", "ColBench-Backend-v0", "--tasks", "train",
+         "--max-turns", str(MAX_TURNS), "--max-sessions", "16", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    try:
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"the server exited: {process.stdout.read()[-3000:]}")
+            try:
+                if _get(f"{url}/health")["status"] == "healthy":
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("the server did not start within 180 s")
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return resolve_tasks("train", "backend")
+
+
+def _client(url):
+    from openenv.core.generic_client import GenericEnvClient
+
+    return GenericEnvClient(base_url=url, message_timeout_s=120).sync()
+
+
+def _play(url, index, answer_right, tasks, barrier):
+    """One whole episode in its own session: reset, a question, an answer (all sessions open at once)."""
+    observations = []
+    with _client(url) as env:
+        result = env.reset(task_index=index)
+        observations.append((result.observation, result.reward, result.done))
+        barrier.wait(timeout=120)
+        task = tasks[index]
+        assert result.observation["task_id"] == task.task_id and not result.done
+        result = env.step({"message": "What should happen with unusual inputs?"})
+        observations.append((result.observation, result.reward, result.done))
+        answer = task.ground_truth if answer_right else "def nothing():\n    return None"
+        result = env.step({"message": f"{ANSWER_MARKER}\n{answer}"})
+        observations.append((result.observation, result.reward, result.done))
+        state = env.state()
+    return task, answer, observations, state
+
+
+def _without(text: str, answer: str) -> str:
+    return text.replace(answer, "")
+
+
+def test_eight_concurrent_sessions_play_whole_episodes_without_privileged_fields(server, tasks):
+    barrier = threading.Barrier(SESSIONS)
+    with ThreadPoolExecutor(SESSIONS) as pool:
+        runs = list(pool.map(lambda i: _play(server, i, i % 2 == 0, tasks, barrier), range(SESSIONS)))
+    assert len({task.task_id for task, *_ in runs}) == SESSIONS
+    for i, (task, answer, observations, state) in enumerate(runs):
+        (first, r0, d0), (second, r1, d1), (last, r2, d2) = observations
+        assert r0 is None and not d0 and first["reply"] == task.problem_description and first["turn"] == 0
+        assert r1 == 0.0 and not d1 and second["reply"] and second["turn"] == 1
+        assert d2 and last["outcome"] == "answered" and last["turn"] == 2
+        if i % 2 == 0:
+            assert r2 == 1.0 and last["success"] and last["score"] == 1.0
+        else:
+            assert r2 == 0.0 and not last["success"]
+        assert last["info"]["grader"]["infra_error"] is False
+        assert state["task_id"] == task.task_id and state["step_count"] == 2 and state["done"]
+        for observation, _, _ in observations:
+            assert observation["privileged"] is None and observation["tests"] is None
+            assert "privileged" not in observation["info"] and "tests" not in observation["info"]
+            # the reference, the hidden information and the unit tests never leave the server (the agent's own
+            # answer, a copy of the reference in the even sessions, is echoed back and removed before looking)
+            seen = _without(json.dumps(observation, ensure_ascii=False), json.dumps(answer)[1:-1])
+            private = task.privileged
+            for secret in (private["ground_truth"], private["hidden_information"], *private["test_cases"].values()):
+                assert json.dumps(secret)[1:-1] not in seen
+
+
+def test_malformed_actions_are_refused_and_the_session_goes_on(server, tasks):
+    with _client(server) as env:
+        env.reset(task_id=tasks[5].task_id)
+        for bad in ({"msg": "hello"}, {"message": 5}, {"message": "hi", "extra": 1}, {}):
+            with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
+                env.step(bad)
+        with pytest.raises(RuntimeError, match="unknown reset arguments"):
+            env.reset(task_id=tasks[5].task_id, temperature=2)
+        with pytest.raises(RuntimeError, match="allow-privileged"):
+            env.reset(task_id=tasks[5].task_id, privileged=True)
+        with pytest.raises(RuntimeError, match="unknown task_id"):
+            env.reset(task_id="no-such-task")
+        result = env.reset(split="train", index=5)  # OpenEnv's Task API way of choosing
+        assert result.observation["task_id"] == tasks[5].task_id
+        result = env.step({"message": "Which inputs matter?"})
+        assert not result.done and result.observation["turn"] == 1
+        env.step({"message": "Anything else?"})
+        result = env.step({"message": "And the rest?"})
+        assert result.done and result.reward == 0.0 and result.observation["outcome"] == "no_answer"
+        with pytest.raises(RuntimeError, match="reset first"):
+            env.step({"message": "one more"})
+
+
+def test_http_routes_schema_and_task_api(server, tasks):
+    schema = _get(f"{server}/schema")
+    assert schema["action"]["required"] == ["message"]
+    assert "privileged" in schema["observation"]["properties"]
+    name = "colbench-backend-v0"
+    assert _get(f"{server}/{name}/splits") == [{"name": "train", "type": "train"}]
+    assert _post(f"{server}/{name}/num_tasks", {"split": "train"})["num_tasks"] == len(tasks)
+    spec = _post(f"{server}/{name}/task", {"split": "train", "index": 3})["task"]
+    assert spec == {"id": tasks[3].task_id, "index": 3, "problem_description": tasks[3].problem_description}
+    reset = _post(f"{server}/reset", {"task_index": 3})  # stateless HTTP: a fresh environment per request
+    assert reset["observation"]["task_id"] == tasks[3].task_id and reset["observation"]["privileged"] is None
+
+
+def test_privileged_information_only_when_the_server_allows_it(tasks):
+    from colbench_gym.openenv.server import ServerConfig, environment_class
+
+    cls = environment_class()
+    closed = cls(ServerConfig(make_kwargs={"tasks": "train", "max_turns": 2}))
+    with pytest.raises(PermissionError, match="allow-privileged"):
+        closed.reset(task_index=0, privileged=True)
+    assert closed.reset(task_index=0).privileged is None
+    assert closed.env.unwrapped.include_privileged is False  # the env itself leaves it out of info
+
+    opened = cls(ServerConfig(make_kwargs={"tasks": "train", "max_turns": 2}, allow_privileged=True))
+    assert opened.reset(task_index=0).privileged is None  # still only on request
+    observation = opened.reset(task_index=0, privileged=True)
+    assert observation.privileged["ground_truth"] == tasks[0].ground_truth
+    observation = opened.step(opened_action(f"{ANSWER_MARKER}\n{tasks[0].ground_truth}"))
+    assert observation.done and observation.reward == 1.0 and observation.tests
+
+
+def opened_action(message):
+    from colbench_gym.openenv.server import build_models
+
+    return build_models()[0](message=message)
+
+
+def test_missing_openenv_names_the_extra(monkeypatch):
+    from colbench_gym._optional import MissingExtraError
+    from colbench_gym.openenv import server
+
+    monkeypatch.setitem(sys.modules, "openenv", None)
+    with pytest.raises(MissingExtraError, match=r"colbench-gym\[openenv\]"):
+        server.create_colbench_app("ColBench-Backend-v0")
