@@ -257,3 +257,35 @@ def test_study_refuses_bad_configurations(tmp_path):
         study({"rounds": 2, "methods": ["rft"]})
     with pytest.raises(ConfigError, match="must be a mapping"):
         study(["sweet"])
+
+
+def test_a_method_that_cannot_run_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
+    """RFT with no episode above its reward bar fails its stage; the study records it and evaluates the rest."""
+    pytest.importorskip("trl")
+    import yaml
+
+    from sweet_trl.pipeline import StageError
+    from sweet_trl.study import Study
+    from sweet_trl.study import results as study_results
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"),
+                                    "study": {"rounds": 2, "critic_eval_states": 0}}))
+    study = Study(path, stream=io.StringIO())
+    calls = []
+
+    def stage(name, run_dir, *extra, key=None):
+        calls.append(key or name)
+        if name == "baseline_rft":
+            raise StageError("no trajectory with reward >= 0.5 to imitate")
+        return {}
+
+    monkeypatch.setattr(study, "stage", stage)
+    monkeypatch.setattr(study, "next_round", lambda previous, index: calls.append(f"round{index}"))
+    seen = {}
+    monkeypatch.setattr(study_results, "study_results", lambda s, c, wall_seconds: seen.setdefault("failed", s.failed))
+    monkeypatch.setattr(study_results, "write_results", lambda s, r: None)
+    study.run()
+    assert seen["failed"] == {"rft": "no trajectory with reward >= 0.5 to imitate"}
+    assert "evaluate/rft" not in calls and "evaluate/mtdpo" in calls and "evaluate/sweet_no_privileged" in calls
+    assert calls[-1] == "round2"

@@ -109,6 +109,7 @@ def study_results(study: Any, critic_selection: dict[str, Any] | None, wall_seco
         "study": {k: v for k, v in vars(args).items()},
         "policies": policies,
         "comparisons": comparisons,
+        "failed": dict(study.failed),
         "critic_selection": critic_selection,
         "stages": [{"stage": key, "dir": m["dir"], "seconds": round(float(m["seconds"]), 1),
                     "finished_at": m["finished_at"]} for key, m in study.markers.items()],
@@ -128,6 +129,8 @@ def format_table(results: Mapping[str, Any]) -> str:
         success = Interval(entry["success_rate"], *entry["success_ci"], entry["tasks"]).format()
         tests = Interval(entry["tests_passed"], *entry["tests_passed_ci"], entry["tasks"]).format(scale=1.0)
         lines.append(f"{name:<22}{success:>24}{tests:>26}{entry['episodes']:>10}")
+    for name, why in results.get("failed", {}).items():
+        lines.append(f"{name:<22}not trained or evaluated: {why}")
     if results["comparisons"]:
         lines.append("Paired differences (points):")
         for label, comp in results["comparisons"].items():

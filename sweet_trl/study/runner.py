@@ -22,7 +22,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,7 @@ class Study:
         self.known = _check_keys(self.config, shared, everything=True)
         self.run_dir = Path(self._parse("collect", [])[0].run_dir)
         self.markers: dict[str, dict[str, Any]] = {}
+        self.failed: dict[str, str] = {}  # method -> why it could not be trained or evaluated
 
     # -- stages ----------------------------------------------------------------------------------------------
 
@@ -116,26 +117,42 @@ class Study:
         self.stage("critic_pairs", base, key="round1/critic_pairs")
         self.stage("sample_candidates", base, key="round1/sample_candidates")
         if "sweet" in methods:
-            self.sweet(base, "round1")
-            self.evaluate(base, "sweet", "sweet")
-        for method in ("rft", "mtdpo"):
-            if method in methods:
-                self.stage(BASELINE_STAGES[method], base, key=f"round1/{BASELINE_STAGES[method]}")
-                self.evaluate(base, method, method)
+            self.method("sweet", lambda: (self.sweet(base, "round1"), self.evaluate(base, "sweet", "sweet")))
+        for name in ("rft", "mtdpo"):
+            if name in methods:
+                self.method(name, lambda name=name: (
+                    self.stage(BASELINE_STAGES[name], base, key=f"round1/{BASELINE_STAGES[name]}"),
+                    self.evaluate(base, name, name)))
         if "sweet_no_privileged" in methods:
             variant = base / "no_privileged"
             self.link_shared(variant)
-            self.sweet(variant, "no_privileged", critic_extra=["--use_privileged", "false"])
-            self.evaluate(variant, "sweet", "sweet_no_privileged")
+            self.method("sweet_no_privileged", lambda: (
+                self.sweet(variant, "no_privileged", critic_extra=["--use_privileged", "false"]),
+                self.evaluate(variant, "sweet", "sweet_no_privileged")))
         critic_selection = self.critic_selection() if self.args.critic_eval_states else None
         previous = base
         for round_index in range(2, self.args.rounds + 1):
-            previous = self.next_round(previous, round_index)
+            if "sweet" in self.failed or f"sweet_round{round_index - 1}" in self.failed:
+                break
+            label = f"sweet_round{round_index}"
+            self.method(label, lambda: self.next_round(previous, round_index))
+            previous = self.run_dir / f"round{round_index}"
         from sweet_trl.study.results import study_results, write_results
 
         results = study_results(self, critic_selection, wall_seconds=time.perf_counter() - started)
         write_results(self, results)
         return results
+
+    def method(self, name: str, steps: Callable[[], Any]) -> None:
+        """Run one method's stages; a stage that cannot run (no data for it, say) is recorded as that method's
+        failure and the other methods go on."""
+        from sweet_trl.pipeline import StageError
+
+        try:
+            steps()
+        except StageError as err:
+            self.failed[name] = str(err)
+            print(f"[study] {name} could not be trained or evaluated: {err}", file=self.out, flush=True)
 
     def next_round(self, previous: Path, round_index: int) -> Path:
         """Round r: collect with the round r-1 SWEET-RL policy (merged into its base), train SWEET-RL from it."""
