@@ -30,6 +30,7 @@ from sweet_trl.generation.base import (
     Generation,
     History,
     SamplingParams,
+    cut_at_stop,
     derive_seed,
     prepare_request,
 )
@@ -108,7 +109,7 @@ class OpenAIBackend:
                 result = self.client.complete(self.payload(histories[i], count, sampling, seed))
             except Exception as err:  # noqa: BLE001 (e.g. an unserialisable message: recorded, never raised)
                 result = ChatResult(None, f"request failed: {type(err).__name__}: {err}", attempts=1)
-            return self.parse(result, count)
+            return [_apply_stop(generation, sampling.stop) for generation in self.parse(result, count)]
 
         results: list[list[Generation | None]] = [[None] * n for _ in histories]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, max(1, len(jobs)))) as pool:
@@ -157,6 +158,18 @@ class OpenAIBackend:
         return Generation(text=text, token_ids=token_ids, logprobs=logprobs, prompt_text=None,
                           prompt_token_ids=prompt_ids, finish_reason=str(finish), attempts=result.attempts,
                           retries=list(result.retries))
+
+
+def _apply_stop(generation: Generation, stop: Sequence[str]) -> Generation:
+    """Cut the text before the first stop string, as the OpenAI API does. Some servers stop *after* it and return
+    it (``transformers serve`` 5.x passes ``stop`` to ``generate``'s ``stop_strings``, which keep the match); a
+    server that already cut leaves nothing to find. Token ids and log-probs are left as the server sent them."""
+    if not stop or not generation.ok:
+        return generation
+    text, found = cut_at_stop(generation.text, stop)
+    if found:
+        generation.text, generation.finish_reason = text, "stop"
+    return generation
 
 
 def _token_id(token: Any) -> int | None:
