@@ -7,6 +7,15 @@
 Measured in one run, on the same pages, with the same lock-down (local Tailwind, placeholder
 images, everything else blocked), screenshots of the same size:
 
+  (o) the anchor: the original ColBench render method, re-implemented (no code copied): one
+      browser and one page per environment, reused for every render -- each page's HTML written to
+      a file and opened as a ``file://`` page, then a full-page screenshot -- with no isolation
+      between renders (one origin, one page, whatever the last page left). Through Playwright
+      with the same Chromium, the full Tailwind stylesheet served for its CDN link (what the CDN
+      would send) and the network otherwise blocked as here, so that no page waits on a request;
+      the browser's start is not counted, as it is paid once per environment;
+  (o') the same with the Tailwind link blocked as well: the pages unstyled, as the method renders
+      them offline (for reference: the cheapest the anchor can be, not the same pixels);
   (a) new browser per render: start Playwright, launch Chromium, render, close (what a renderer
       without a pool does), serving the full Tailwind stylesheet;
   (b) the pooled renderer (``colbench_gym.rendering.Renderer``, default config: long-lived
@@ -18,8 +27,9 @@ images, everything else blocked), screenshots of the same size:
   (e) a floor for every renderer that gives each page a fresh browser context: N processes with one
       browser each doing only that (stylesheet inlined, no routing or lock-down, no DOM summary).
 
-Prints renders/s for each, the ratio (b)/(a) and the machine's core count. Falls back to the
-built-in pages (and says so) when the real rows are not there.
+Prints renders/s for each, the ratios against (a), and on a line of its own
+``ratio vs original method: X``: the pool with one worker per core, (d) (or (b) with one worker),
+against (o). Falls back to the built-in pages (and says so) when the real rows are not there.
 """
 
 from __future__ import annotations
@@ -70,6 +80,49 @@ def _router(body: bytes, css: bytes):
             request_route.abort()
 
     return route
+
+
+def original_method(pages: list[str], config: RenderConfig, stylesheet: bool = True) -> tuple[float, int]:
+    """(o) The original method: one browser and one page, reused; each page written to a file, opened
+    as ``file://``, screenshotted full-page. Returns the seconds of the renders and how many gave a PNG.
+    ``stylesheet=False`` blocks the Tailwind link too (o'): what the method renders offline, unstyled."""
+    import tempfile
+
+    from playwright.sync_api import sync_playwright
+
+    css = load_tailwind_css()
+
+    def route(request_route) -> None:
+        url = request_route.request.url
+        if url.startswith("file:"):  # the page itself, from disk
+            request_route.continue_()
+            return
+        target = classify(url)
+        if target.kind == "tailwind" and stylesheet:
+            request_route.fulfill(status=200, content_type="text/css", body=css)
+        elif target.kind == "image":
+            request_route.fulfill(status=200, content_type="image/png", body=placeholder_png(target.width, target.height))
+        else:
+            request_route.abort()
+
+    ok = 0
+    with tempfile.TemporaryDirectory(prefix="colbench-original-render-") as folder, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=find_chromium(config.chromium), args=list(CHROMIUM_ARGS))
+        page = browser.new_page(viewport={"width": config.viewport_width, "height": config.viewport_height},
+                                device_scale_factor=1)
+        page.route("**/*", route)
+        started = time.perf_counter()
+        for index, html in enumerate(pages):
+            path = Path(folder) / f"page_{index}.html"
+            path.write_text(html, encoding="utf-8")
+            try:
+                page.goto(path.as_uri(), wait_until="load", timeout=config.timeout * 1000)
+                ok += bool(page.screenshot(full_page=True))
+            except Exception:  # noqa: BLE001 (a page that fails is counted as such, as the original would go on)
+                pass
+        elapsed = time.perf_counter() - started
+        browser.close()
+    return elapsed, ok
 
 
 def new_browser_per_render(pages: list[str], config: RenderConfig) -> tuple[float, int]:
@@ -206,6 +259,15 @@ def main() -> int:
     print(f"pages: {source}; browser: {find_chromium(config.chromium)}; machine: {os.cpu_count()} cores; "
           f"load average {os.getloadavg()[0]:.1f}")
 
+    seconds, ok = original_method(pages, config)
+    rate_o = len(pages) / seconds
+    print(f"(o) original method (one reused page, file://, full-page shot): {rate_o:6.2f} renders/s  "
+          f"({ok}/{len(pages)} ok, {seconds:.1f} s)")
+    seconds, ok = original_method(pages, config, stylesheet=False)
+    rate_o_bare = len(pages) / seconds
+    print(f"(o') the same with the stylesheet blocked too (unstyled, as offline): {rate_o_bare:6.2f} renders/s  "
+          f"({ok}/{len(pages)} ok, {seconds:.1f} s)")
+
     baseline_pages = pages[: args.baseline_limit] if args.baseline_limit else pages
     seconds, ok = new_browser_per_render(baseline_pages, config)
     rate_a = len(baseline_pages) / seconds
@@ -236,6 +298,12 @@ def main() -> int:
     if args.workers > 1:
         ratios += f"   (d)/(a): {rate_d / rate_a:.1f}x"
     print(ratios + f"   (e)/(a): {rate_e / rate_a:.1f}x (the best any fresh-context renderer could do here)")
+    ours = rate_d if args.workers > 1 else rate_b
+    label = f"(d), {args.workers} workers" if args.workers > 1 else "(b), 1 worker"
+    print(f"against the original method (o): (b) {rate_b / rate_o:.2f}x, (c) {rate_c / rate_o:.2f}x, "
+          f"{label} {ours / rate_o:.2f}x, (e) {rate_e / rate_o:.2f}x")
+    print(f"(against the unstyled (o'): {label} {ours / rate_o_bare:.2f}x)")
+    print(f"ratio vs original method: {ours / rate_o:.2f}")
     return 0
 
 
