@@ -297,3 +297,21 @@ def test_missing_trl_names_the_extra(monkeypatch):
         integration.make_environment_factory("ColBench-Backend-v0")
     with pytest.raises(MissingExtraError, match=r"colbench-gym\[trl\]"):
         integration.make_rollout_func("ColBench-Backend-v0")
+
+
+@pytest.mark.browser
+def test_frontend_tools_show_pages_and_submit_html():
+    from colbench_gym.integrations.trl import make_environment_factory
+
+    Env = make_environment_factory("ColBench-Frontend-v0", tasks="train", similarity="ssim", max_turns=3)
+    assert Env.__name__ == "ColBenchFrontend"
+    assert sorted(n for n in dir(Env) if callable(getattr(Env, n)) and not n.startswith("_")) == [
+        "ask_human", "get_reward", "reset", "submit_html"]
+    env = Env()
+    text = env.reset(task_index=0)
+    assert "submit_html" in text and env.env.unwrapped.task.ground_truth not in text
+    reply = env.ask_human("Is this close? <html><body><h1>Hello</h1></body></html>")
+    assert reply and env.info["render"]["status"] == "ok"
+    assert env.submit_html("<html><body><h1>Hello</h1><p>World</p></body></html>").startswith("Your answer")
+    reward = env.get_reward()
+    assert 0.0 < reward < 1.0 and env.info["similarity_metric"] == "ssim"

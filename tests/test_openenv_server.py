@@ -203,3 +203,20 @@ def test_missing_openenv_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "openenv", None)
     with pytest.raises(MissingExtraError, match=r"colbench-gym\[openenv\]"):
         server.create_colbench_app("ColBench-Backend-v0")
+
+
+@pytest.mark.browser
+def test_frontend_environment_behind_openenv():
+    from colbench_gym.openenv.server import ServerConfig, build_models, environment_class
+
+    Action = build_models()[0]
+    env = environment_class()(ServerConfig(env_id="ColBench-Frontend-v0",
+                                           make_kwargs={"tasks": "train", "max_turns": 2, "similarity": "ssim"}))
+    target = env.env.unwrapped.tasks[0].ground_truth
+    observation = env.reset(task_index=0)
+    assert observation.privileged is None and target not in observation.model_dump_json()
+    observation = env.step(Action(message="OUTPUT: <html><body><h1>Draft</h1></body></html>"))
+    assert not observation.done and observation.reply and observation.info["render"]["status"] == "ok"
+    observation = env.step(Action(message=f"{ANSWER_MARKER} <html><body><h1>Final</h1></body></html>"))
+    assert observation.done and 0.0 < observation.reward < 1.0
+    assert observation.info["similarity_metric"] == "ssim" and target not in observation.model_dump_json()
