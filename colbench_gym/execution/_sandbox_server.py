@@ -25,8 +25,8 @@ The server makes itself non-dumpable (``PR_SET_DUMPABLE`` 0) before anything els
 often share its user id, and without that they could open ``/proc/<server>/mem`` (or ptrace it) and
 rewrite the server -- hence every later child, references included. Children inherit the flag.
 
-The payload is ``marshal.dumps((nonce, [(code, [call, ...]), ...]))`` (made by the grader, read by
-the child only; ``marshal`` costs the child far fewer allocations than JSON): an answer is one
+The payload is an 8-byte length, then ``marshal.dumps((nonce, [(code, [call, ...]), ...]))`` (made by
+the grader, read by the child only; ``marshal`` costs the child far fewer allocations than JSON): an answer is one
 unit; a batch of references is several, run one after the other in fresh namespaces. The code and
 the calls are source text, or code objects the grader compiled from it when its interpreter's
 bytecode is the sandbox's (the hello says which): compiling, and above all the memory the compiler
@@ -338,11 +338,27 @@ def _child(cfg, fds, null_fd):
         os.dup2(output_fd, 1)
         os.dup2(output_fd, 2)
         os.dup2(null_fd, 0)
+        if result_fd != _RESULT_FD:
+            if payload_fd == _RESULT_FD:
+                payload_fd = os.dup(payload_fd)
+            os.dup2(result_fd, _RESULT_FD)
+        # The payload (8-byte length, then the grader's marshal data), read before anything else is
+        # closed; no code has run yet.
+        chunks = [os.read(payload_fd, 1 << 16)]
+        got, size = len(chunks[0]), None
+        while True:
+            if size is None and got >= 8:
+                first = chunks[0] if len(chunks[0]) >= 8 else b"".join(chunks)
+                size = 8 + int.from_bytes(first[:8], "little")
+            if size is not None and got >= size:
+                break
+            chunk = os.read(payload_fd, 1 << 16)
+            if not chunk:
+                _exit(71)
+            chunks.append(chunk)
+            got += len(chunk)
         # Close every other descriptor (the control socket above all) before any code runs.
-        low, high = sorted((payload_fd, result_fd))
-        os.closerange(3, low)
-        os.closerange(low + 1, high)
-        os.closerange(high + 1, 1 << 20)
+        os.closerange(_RESULT_FD + 1, 1 << 20)
         if cfg["drop_uid"] is not None:
             os.setgroups([])
             os.setgid(cfg["drop_gid"])
@@ -357,15 +373,8 @@ def _child(cfg, fds, null_fd):
                 if os.getppid() != _SERVER_PID:
                     _exit(73)
         os.chdir(cfg["workdir"])
-        chunks = []
-        while True:
-            chunk = os.read(payload_fd, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        os.close(payload_fd)
-        nonce, units = marshal.loads(b"".join(chunks))
-        for which, value in _LIMITS:
+        nonce, units = marshal.loads(memoryview(chunks[0] if len(chunks) == 1 else b"".join(chunks))[8:size])
+        for which, value in _LIMITS:  # the child's own; the rest are the server's, inherited
             resource.setrlimit(which, (value, value))
         cpu = int(_CPU_PER_TEST_S * sum(len(tests) + 1 for _, tests in units)) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -373,7 +382,7 @@ def _child(cfg, fds, null_fd):
             _RANDOM.seed(0)
     except BaseException:  # noqa: BLE001
         _exit(71)
-    _harness(units, result_fd, nonce, cfg, _ENCODE)
+    _harness(units, _RESULT_FD, nonce, cfg, _ENCODE)
     _exit(0)
 
 
@@ -963,7 +972,8 @@ class _SeededRandomFinder:
 
 
 # Set once by _main, before any fork: children use them without building anything.
-_LIMITS = ()
+_LIMITS = ()  # set in each child: RLIMIT_NPROC (RLIMIT_CPU too, per job)
+_RESULT_FD = 3  # the result pipe's descriptor in a child
 _CPU_PER_TEST_S = 1.0
 _ENCODE = None
 _SERVER_PID = 0
@@ -1029,15 +1039,22 @@ def _main():
     sys.meta_path.insert(0, _SeededRandomFinder)
     sys.path[:] = [p for p in sys.path if p]  # never import from the working directory
     limits = cfg["limits"]
-    _LIMITS = tuple(
+    # The limits every child has are set once in the server, once it is warm, and inherited (a
+    # server within them needs nothing more); RLIMIT_NPROC is set in each child, as it limits the
+    # server's own forks when it shares the children's user.
+    server_limits = tuple(
         (getattr(resource, name), value)
         for name, value in (
             ("RLIMIT_CORE", 0),
             ("RLIMIT_AS", limits["address_space_bytes"]),
             ("RLIMIT_FSIZE", limits["file_size_bytes"]),
             ("RLIMIT_NOFILE", limits["open_files"]),
-            ("RLIMIT_NPROC", limits["processes"]),
         )
+        if value is not None and hasattr(resource, name)
+    )
+    _LIMITS = tuple(
+        (getattr(resource, name), value)
+        for name, value in (("RLIMIT_NPROC", limits["processes"]),)
         if value is not None and hasattr(resource, name)
     )
     _CPU_PER_TEST_S = float(limits["cpu_per_test_s"])
@@ -1083,6 +1100,8 @@ def _main():
         _RANDOM.seed(0)
     gc.collect()
     gc.freeze()  # children never touch these pages for GC bookkeeping: cheaper copy-on-write
+    for which, value in server_limits:
+        resource.setrlimit(which, (value, value))
     server.serve()
 
 

@@ -700,9 +700,10 @@ class SandboxProcess:
         nonce = self._nonce_key + job.to_bytes(8, "little")  # fresh for every run of this server
         units = [(run.units[u][0], run.units[u][1][done:]) for u, done in pending]
         if self._ship_code:
-            payload = marshal.dumps((nonce, [(_compiled(code), [_compiled_call(c) for c in calls]) for code, calls in units]))
+            body = marshal.dumps((nonce, [(_compiled(code), [_compiled_call(c) for c in calls]) for code, calls in units]))
         else:
-            payload = marshal.dumps((nonce, [(code, list(calls)) for code, calls in units]))
+            body = marshal.dumps((nonce, [(code, list(calls)) for code, calls in units]))
+        payload = len(body).to_bytes(8, "little") + body
         attempt = _Attempt(outcomes=[[] for _ in units], sizes=[len(calls) for _, calls in units])
         attempt.run, attempt.slots, attempt.job = run, pending, job
         attempt.reader = FrameReader(nonce, self.settings.max_result_bytes + 4096)
