@@ -75,9 +75,9 @@ def _row(rewards):
 
 def test_best_of_n_selection_scores_first_choices_against_chance_and_oracle():
     rows = [_row([0.0, 1.0, 0.5, 0.0]), _row([0.2, 0.2, 0.9, 0.1]), _row([0.3, 0.3, 0.3, 0.3]), _row([1.0, 0.0])]
-    perfect = lambda row: list(row["candidate_rewards"])  # noqa: E731
-    inverse = lambda row: [-r for r in row["candidate_rewards"]]  # noqa: E731
-    blind = lambda row: [0.0] * len(row["candidates"])  # noqa: E731 - ties everywhere: chance credit
+    perfect = lambda row: list(row["candidate_rewards"])
+    inverse = lambda row: [-r for r in row["candidate_rewards"]]
+    blind = lambda row: [0.0] * len(row["candidates"])
     result = best_of_n_selection(rows, {"perfect": perfect, "inverse": inverse, "blind": blind}, seed=0)
     assert result["turns"] == 4 and result["turns_with_reward_spread"] == 3  # equal rewards tell nothing
     rankers = result["rankers"]
@@ -88,7 +88,7 @@ def test_best_of_n_selection_scores_first_choices_against_chance_and_oracle():
     assert rankers["oracle"]["selected_reward"]["mean"] == pytest.approx((1.0 + 0.9 + 1.0) / 3)
     assert rankers["perfect"]["selected_reward"]["mean"] == rankers["oracle"]["selected_reward"]["mean"]
     # a ranker that cannot score a candidate (nan) picks among those it scored
-    partial = lambda row: [math.nan] + list(row["candidate_rewards"][1:])  # noqa: E731
+    partial = lambda row: [math.nan] + list(row["candidate_rewards"][1:])
     assert best_of_n_selection(rows[:1], {"p": partial})["rankers"]["p"]["top1"]["mean"] == 1.0
 
 

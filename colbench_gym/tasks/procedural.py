@@ -59,7 +59,7 @@ class Template:
         """Every combination of hidden values of a split: test draws from every fourth pool value only (the
         unseen templates, never in train, from ``whole_pools``)."""
         if whole_pools:
-            keep = lambda i: True  # noqa: E731
+            keep = lambda i: True
         else:
             keep = (lambda i: i % 4 == 3) if split == "test" else (lambda i: i % 4 != 3)
         pools = [list(dict.fromkeys(v for i, v in enumerate(pool) if keep(i))) for pool in self.pools.values()]

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -76,7 +75,8 @@ def make_backend(gen: GenerationArguments, model: str, name: str, workdir: Path 
 
         model_obj, tokenizer = load_causal_lm(path, gen.dtype)
         backend = TransformersBackend(model_obj, tokenizer, max_batch_size=max(gen.generation_batch_size, 1),
-                                      name=name, max_prompt_tokens=gen.max_prompt_tokens)
+                                      name=name, max_prompt_tokens=gen.max_prompt_tokens,
+                                      prefix_cache_mb=gen.prefix_cache_mb)
     if gen.force_answer_on_last_turn:
         run = run or RunArguments()
         return AnswerForcing(backend, run.max_turns, "python" if run.kind == "backend" else "html")

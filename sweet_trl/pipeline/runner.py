@@ -34,6 +34,7 @@ NOT_FINGERPRINTED = {
     "run_dir", "force", "push_to_hub", "hub_prefix", "hub_model_id", "hub_token", "hub_strategy", "hub_private_repo",
     "hub_always_push", "hub_revision", "output_dir", "logging_dir", "report_to", "disable_tqdm", "logging_steps",
     "logging_first_step", "log_level", "log_level_replica", "local_rank", "num_workers", "generation_batch_size",
+    "prefix_cache_mb",
     "scoring_batch_size", "report_examples", "report_path", "dataloader_num_workers", "save_steps", "save_strategy",
     "save_total_limit", "run_name", "project", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id",
 }

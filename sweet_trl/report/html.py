@@ -148,7 +148,7 @@ def _study_section(data: RunData) -> str:
     study = data.study
     if not study:
         return ""
-    level = int(round(100 * study["study"]["confidence"]))
+    level = round(100 * study["study"]["confidence"])
 
     def cell(value: float, ci: Sequence[float], scale: float) -> str:
         return f"{value * scale:.1f} [{ci[0] * scale:.1f}, {ci[1] * scale:.1f}]"

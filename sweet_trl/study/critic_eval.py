@@ -24,8 +24,8 @@ from sweet_trl.study.stats import bootstrap_mean
 def answer_turn_states(trajectories: Any, max_turns: int, env_id: str, max_states: int | None = None,
                        seed: int = 0) -> list[dict[str, Any]]:
     """The final agent turn of every usable trajectory as a turn state (prompt without ``c``, and ``c`` apart)."""
-    from sweet_trl.turn_pairs import TurnPairsConfig, turn_states_from_records
     from sweet_trl.trajectories import read_trajectories
+    from sweet_trl.turn_pairs import TurnPairsConfig, turn_states_from_records
 
     records = read_trajectories(trajectories)
     config = TurnPairsConfig(state_fraction=1.0, env_id=env_id, max_turns=max_turns, seed=seed)

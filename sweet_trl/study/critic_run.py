@@ -29,7 +29,7 @@ def judge_critics(study: Any) -> dict[str, Any]:
     out_dir = study.run_dir / "critic_eval"
     out_dir.mkdir(parents=True, exist_ok=True)
     critics = _critics(study)
-    run, gen, candidate_args = study._parse("sample_candidates", ["--run_dir", str(study.run_dir)])
+    run, gen, _ = study._parse("sample_candidates", ["--run_dir", str(study.run_dir)])
     (_, rank_args) = study._parse("rank", ["--run_dir", str(study.run_dir)])
     settings = {
         "critics": {name: json.loads((folder / "_COMPLETE.json").read_text())["run_id"]

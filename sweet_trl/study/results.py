@@ -122,7 +122,7 @@ def study_results(study: Any, critic_selection: dict[str, Any] | None, wall_seco
 
 def format_table(results: Mapping[str, Any]) -> str:
     """The printed summary: one row per policy, then the paired differences."""
-    level = int(round(100 * results["study"]["confidence"]))
+    level = round(100 * results["study"]["confidence"])
     lines = [f"Held-out test tasks ({results['eval_tasks']}), {level}% bootstrap intervals over tasks:",
              f"{'policy':<22}{'success %':>24}{'tests passed %':>26}{'episodes':>10}"]
     for name, entry in results["policies"].items():

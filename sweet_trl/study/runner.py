@@ -135,7 +135,7 @@ class Study:
             if "sweet" in self.failed or f"sweet_round{round_index - 1}" in self.failed:
                 break
             label = f"sweet_round{round_index}"
-            self.method(label, lambda: self.next_round(previous, round_index))
+            self.method(label, lambda p=previous, r=round_index: self.next_round(p, r))
             previous = self.run_dir / f"round{round_index}"
         from sweet_trl.study.results import study_results, write_results
 
