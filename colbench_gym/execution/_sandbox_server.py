@@ -653,13 +653,14 @@ def _sysv_ipc_in_use():
     return False
 
 
-# Control messages. Grader -> server: op (b"r" run, b"k" kill, b"s" stop) + job id; a run carries
-# three descriptors. Server -> grader: a JSON hello once, then one exit record per job:
+# Control messages. Grader -> server: op (b"r" run, b"s" stop) + job id; a run carries three
+# descriptors. (Kill requests come on their own pipe, with SIGURG: see _Server.on_kill.) Server -> grader: a JSON hello once, then one exit record per job:
 # b"x", job id, wait status (-1: none), child CPU seconds, max RSS (KiB), minor page faults, and the
 # server's own CPU seconds for this job: in fork(), and in the clean-up after the child (reaping
 # included); the last field says what the clean-up had to do (bit 1: files, bit 2: IPC objects).
 _MESSAGE = struct.Struct("<cQ")
 _EXIT = struct.Struct("<cQidqqddi")
+_FDS_SPACE = socket.CMSG_SPACE(4 * 4)  # room for the descriptors of one message (three, and one more to notice)
 # File systems whose directories count their entries in their size (tmpfs: 20 bytes per entry,
 # mqueue likewise), so that an unchanged size proves an unchanged number of entries.
 _ENTRY_COUNTING = frozenset({"tmpfs", "mqueue"})
@@ -672,7 +673,12 @@ class _Server:
         self.cfg = cfg
         self.ctl = socket.socket(fileno=cfg["ctl_fd"])
         self.ctl_fd = self.ctl.fileno()
-        self.pending = collections.deque()
+        # Kill requests: job ids on a pipe from the grader, which then sends SIGURG (see on_kill).
+        self.kill_fd = cfg["kill_fd"]
+        os.set_blocking(self.kill_fd, False)
+        self.job = 0  # the job being run (or last run)
+        self.child = 0  # its child's pid while it lives
+        self.kill_upto = 0  # every job up to this one is to be killed
         self.pid1 = os.getpid() == 1
         self.workdir = cfg["workdir"]
         # Directories emptied after every child: the work directory, the private /tmp when
@@ -689,22 +695,43 @@ class _Server:
         self.drop_uid = cfg["drop_uid"]
         self.private_ipc = _PRIVATE_IPC
         self.null_fd = os.open(os.devnull, os.O_RDONLY)
-        self.poller = select.poll()
-        self.poller.register(self.ctl_fd, select.POLLIN)
 
     # -- control channel -------------------------------------------------
     def recv(self):
         """``(op, job, fds)``; op is None when the grader is gone."""
         try:
-            data, fds, _flags, _addr = socket.recv_fds(self.ctl, 64, 4)
+            data, ancillary, _flags, _addr = self.ctl.recvmsg(64, _FDS_SPACE)
         except OSError:
             return None, 0, []
+        fds = []
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds += [int.from_bytes(payload[i : i + 4], sys.byteorder, signed=True) for i in range(0, len(payload) - 3, 4)]
         if not data:
             return None, 0, fds
         if len(data) != _MESSAGE.size:
             return b"?", 0, fds
         op, job = _MESSAGE.unpack(data)
         return op, job, fds
+
+    def on_kill(self, signum, frame):
+        """SIGURG from the grader: read its kill requests, kill the child if it is one of them.
+
+        The server waits for its child in ``wait4`` alone (no poll, no pidfd: less work, and
+        fewer pages written while the child shares them); the grader interrupts it this way. A
+        request for a job the server has not forked yet kills that job's child as soon as it is
+        forked; one for a job gone by is void."""
+        while True:
+            try:
+                data = os.read(self.kill_fd, 4096)
+            except OSError:  # nothing more (or the grader is gone)
+                break
+            if not data:
+                break
+            for start in range(0, len(data) - 7, 8):
+                self.kill_upto = max(self.kill_upto, int.from_bytes(data[start : start + 8], "little"))
+        if self.child and self.kill_upto >= self.job:
+            self.kill_all(self.child)
 
     def send(self, data):
         try:
@@ -829,37 +856,15 @@ class _Server:
             ]
         return (1 if dirty else 0) | (2 if ipc else 0)
 
-    def wait_child(self, pid, job):
-        """Wait for the child to end, serving commands meanwhile; return (status, rusage)."""
-        try:
-            pidfd = os.pidfd_open(pid)
-        except (AttributeError, OSError):
-            pidfd = None
-        poller = self.poller
-        if pidfd is not None:
-            poller.register(pidfd, select.POLLIN)
-        try:
-            while True:
-                events = poller.poll() if pidfd is not None else poller.poll(5)
-                if pidfd is None or any(fd == pidfd for fd, _ in events):
-                    done, status, usage = os.wait4(pid, 0 if pidfd is not None else os.WNOHANG)
-                    if done:
-                        return status, usage
-                if any(fd == self.ctl_fd for fd, _ in events):
-                    op, other, fds = self.recv()
-                    if op is None or op == b"s":
-                        self.shutdown()
-                    if op == b"k" and other >= job:  # a kill for this job, or one queued after it
-                        self.kill_all(pid)
-                    elif op == b"r":
-                        self.pending.append((other, fds))
-                        continue
-                    for fd in fds:
-                        os.close(fd)
-        finally:
-            if pidfd is not None:
-                poller.unregister(pidfd)
-                os.close(pidfd)
+    def wait_child(self, pid):
+        """Wait for the child to end (a kill request interrupts the wait, see on_kill)."""
+        while True:
+            try:
+                done, status, usage = os.wait4(pid, 0)
+            except ChildProcessError:  # cannot happen: it is our child, reaped here only
+                return None, None
+            if done == pid:
+                return status, usage
 
     def run(self, job, fds):
         if len(fds) != 3:
@@ -868,6 +873,7 @@ class _Server:
             self.send(_EXIT.pack(b"x", job, -1, 0.0, 0, 0, 0.0, 0.0, 0))
             return
         clock = time.thread_time
+        self.job = job
         before = clock()
         pid = os.fork()
         if pid == 0:
@@ -875,14 +881,21 @@ class _Server:
                 _child(self.cfg, fds, self.null_fd)
             finally:
                 os._exit(70)
+        self.child = pid
         fork_s = clock() - before
+        if self.kill_upto >= job:  # asked for while it was being forked
+            self.kill_all(pid)
         for fd in fds:
             os.close(fd)
-        status, usage = self.wait_child(pid, job)
+        status, usage = self.wait_child(pid)
+        self.child = 0
         before = clock()
         self.reap_everything(pid)
         cleaned = self.clean_up()
         clean_s = clock() - before
+        if usage is None:
+            self.send(_EXIT.pack(b"x", job, -1, 0.0, 0, 0, fork_s, clean_s, cleaned))
+            return
         cpu = usage.ru_utime + usage.ru_stime
         self.send(_EXIT.pack(b"x", job, status, cpu, usage.ru_maxrss, usage.ru_minflt, fork_s, clean_s, cleaned))
 
@@ -905,11 +918,7 @@ class _Server:
         }
         self.send(json.dumps(hello).encode())
         while True:
-            if self.pending:
-                job, fds = self.pending.popleft()
-                op = b"r"
-            else:
-                op, job, fds = self.recv()
+            op, job, fds = self.recv()
             if op is None or op == b"s":
                 self.shutdown()
             if op == b"r":
@@ -1095,6 +1104,9 @@ def _main():
     sys.stdout = sys.__stdout__ = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     server = _Server(cfg)
+    # SIGURG, whose default action is to be ignored: a child inherits the handler (resetting it would
+    # cost every child) and behaves as by default, since the handler does nothing there.
+    signal.signal(signal.SIGURG, server.on_kill)
     _warm_up(cfg)
     if _RANDOM is not None:
         _RANDOM.seed(0)

@@ -381,6 +381,9 @@ class SandboxProcess:
         self._flight: collections.deque[_Attempt] = collections.deque()
         self._cpu_mark = 0.0
         self._ship_code = False  # whether the server takes code objects compiled here
+        self._kill_w = -1  # the kill pipe (see _request_kill)
+        self._server_pid: int | None = None
+        self._server_pidfd = -1
         self._tempdir: str | None = None
         self._stderr: Any = None
         # Where the CPU goes, summed over every child of this sandbox (see cpu_breakdown()).
@@ -450,6 +453,9 @@ class SandboxProcess:
         }
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config["ctl_fd"] = child_sock.fileno()
+        kill_r, kill_w = os.pipe()
+        os.set_blocking(kill_w, False)
+        config["kill_fd"] = kill_r
         command = prefix + [self.python, *python_flags(), "-c", source, json.dumps(config)]
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (kept open for the server's lifetime)
         try:
@@ -458,7 +464,7 @@ class SandboxProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=self._stderr,
-                pass_fds=[child_sock.fileno()],
+                pass_fds=[child_sock.fileno(), kill_r],
                 env=sandbox_environment(),
                 cwd=cwd,
                 start_new_session=True,
@@ -466,9 +472,13 @@ class SandboxProcess:
         except OSError as err:
             parent_sock.close()
             child_sock.close()
+            os.close(kill_r)
+            os.close(kill_w)
             raise SandboxStartError(f"cannot start the sandbox: {err}") from err
         child_sock.close()
+        os.close(kill_r)
         self.ctl = parent_sock
+        self._kill_w = kill_w
         self.mode = mode
         self._drops_uid = drop
         hello = self._receive(time.monotonic() + _STARTUP_TIMEOUT_S)
@@ -488,6 +498,52 @@ class SandboxProcess:
             )
         self.hello = hello
         self._ship_code = hello.get("magic") == importlib.util.MAGIC_NUMBER.hex()
+        self._server_pid = self._find_server_pid()
+        if self._server_pid is None:
+            self.stop()
+            raise SandboxStartError(f"sandbox ({mode}): cannot find the fork server's process")
+        try:  # signals go through a pidfd: never to another process that got the number later
+            self._server_pidfd = os.pidfd_open(self._server_pid)
+        except (AttributeError, OSError):
+            self._server_pidfd = -1
+
+    def _find_server_pid(self) -> int | None:
+        """The fork server's process id here: bubblewrap's child, or the process itself."""
+        assert self.proc is not None
+        if self.mode != "bwrap":
+            return self.proc.pid
+        pid = self.proc.pid
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as handle:
+                return int(handle.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            pass
+        for entry in os.listdir("/proc"):  # a kernel without the children file: look for the parent
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as handle:
+                        if int(handle.read().rsplit(")", 1)[1].split()[1]) == pid:
+                            return int(entry)
+                except (OSError, IndexError, ValueError):
+                    continue
+        return None
+
+    def _request_kill(self, job: int) -> None:
+        """Ask the server to kill the child of ``job`` (or, if that job has not been forked yet,
+        as soon as it is): its id on the kill pipe, then SIGURG to interrupt its wait."""
+        if self._kill_w < 0 or self._server_pid is None:
+            return
+        try:
+            os.write(self._kill_w, job.to_bytes(8, "little"))
+        except OSError:
+            pass
+        try:
+            if self._server_pidfd >= 0:
+                signal.pidfd_send_signal(self._server_pidfd, signal.SIGURG)
+            elif self.proc is not None and self.proc.poll() is None:
+                os.kill(self._server_pid, signal.SIGURG)
+        except OSError:
+            pass
 
     def stop(self) -> None:
         for attempt in self._flight:  # anything still in flight there dies with the server
@@ -498,6 +554,7 @@ class SandboxProcess:
                 self.ctl.send(_MESSAGE.pack(b"s", 0))
             except OSError:
                 pass
+            self._request_kill((1 << 63) - 1)  # whatever child runs: the server reads the stop after it
             if self.proc is not None:
                 try:
                     self.proc.wait(timeout=2)
@@ -523,6 +580,13 @@ class SandboxProcess:
             except subprocess.TimeoutExpired:
                 pass
             self.proc = None
+        if self._kill_w >= 0:
+            os.close(self._kill_w)
+            self._kill_w = -1
+        self._server_pid = None
+        if self._server_pidfd >= 0:
+            os.close(self._server_pidfd)
+            self._server_pidfd = -1
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
@@ -777,6 +841,9 @@ class SandboxProcess:
             if attempt.output_r >= 0 and attempt.output_eager:
                 poller.register(attempt.output_r, select.POLLIN)
                 by_fd[attempt.output_r] = (attempt, "output")
+            if attempt.result_eager and attempt.result_open and not attempt.settled:
+                poller.register(attempt.result_r, select.POLLIN)
+                by_fd[attempt.result_r] = (attempt, "result")
             if attempt.payload_w >= 0:
                 poller.register(attempt.payload_w, select.POLLOUT)
                 by_fd[attempt.payload_w] = (attempt, "payload")
@@ -800,6 +867,11 @@ class SandboxProcess:
                 self._write_payload(attempt)
             elif kind == "output":
                 self._read_output(attempt)
+            elif kind == "result" and attempt is head and not head.settled:
+                self._read_available(head, time.monotonic())
+                if head.settled:
+                    self._report_done(head, waiting, deliver)
+                    return
 
     def _read_output(self, attempt: _Attempt) -> None:
         """What the child has printed since the last look (without blocking), against its limit.
@@ -836,7 +908,9 @@ class SandboxProcess:
         self._report(head, waiting, deliver)
 
     def _read_available(self, attempt: _Attempt, now: float) -> None:
-        """Everything already in the result pipe, without waiting for more."""
+        """Everything already in the result pipe, without waiting for more. A full pipe means a child
+        writing a large value, held up until it is read: that pipe is then read whenever it has
+        something (and made larger), not only at each look."""
         while attempt.result_open:
             try:
                 chunk = os.read(attempt.result_r, 1 << 20)
@@ -847,6 +921,12 @@ class SandboxProcess:
             if not chunk:
                 attempt.result_open = False
                 return
+            if len(chunk) >= 1 << 16 and not attempt.result_eager:
+                attempt.result_eager = True
+                try:
+                    fcntl.fcntl(attempt.result_r, fcntl.F_SETPIPE_SZ, 1 << 20)
+                except (AttributeError, OSError):
+                    pass
             self._feed(attempt, chunk, now)
 
     def _observe(self, attempt: _Attempt, now: float) -> None:
@@ -854,18 +934,7 @@ class SandboxProcess:
         attempt.next_observe = now + _observe_period(self.settings.timeout_s)
         if not attempt.output_eager:
             self._read_output(attempt)
-        try:
-            chunk = os.read(attempt.result_r, 1 << 20)
-        except BlockingIOError:
-            return
-        except OSError:
-            chunk = b""
-        if not chunk:
-            attempt.result_open = False
-            return
-        if len(chunk) == 1 << 20:  # more is waiting (a large value): read on at once
-            attempt.next_observe = now
-        self._feed(attempt, chunk, now)
+        self._read_available(attempt, now)
 
     def _feed(self, attempt: _Attempt, chunk: bytes, now: float) -> None:
         attempt.frames_seen = True
@@ -897,11 +966,7 @@ class SandboxProcess:
         attempt.kill_reason = reason
         attempt.kill_sent_at = time.monotonic()
         attempt.deadline = attempt.kill_sent_at + _KILL_GRACE_S
-        try:
-            assert self.ctl is not None
-            self.ctl.send(_MESSAGE.pack(b"k", attempt.job))
-        except OSError:
-            pass
+        self._request_kill(attempt.job)
 
     def _on_deadline(self, head: _Attempt, flight: collections.deque[_Attempt], waiting: collections.deque[_Run],
                      deliver: Callable[[Any, list[RunReport]], None], now: float) -> None:
@@ -1296,6 +1361,7 @@ class _Attempt:
     output_total: int = 0
     output_head: bytearray = field(default_factory=bytearray)
     output_eager: bool = False  # its output pipe was found full: read it as soon as there is output
+    result_eager: bool = False  # the same for its result pipe
 
     def advance(self) -> None:
         """After a frame: move to the next unit once this one has all its outcomes."""
