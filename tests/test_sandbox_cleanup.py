@@ -82,7 +82,8 @@ def test_answers_that_touch_nothing_cost_no_clean_up(single):
     results = single.grade_many([(look, EMPTY, {"t": "look()"})] * 10)
     after = single.cpu_breakdown()
     assert all(r.score == 1.0 for r in results), [r.to_dict() for r in results]
-    assert after["children"] - before["children"] == 10
+    # The last child's exit record is read with the next job: the window may be off by one child.
+    assert 9 <= after["children"] - before["children"] <= 11
     if single.sandbox_mode == "bwrap":  # elsewhere the work directory may not be on tmpfs: always wiped
         assert after["cleaned"] == before["cleaned"]
 

@@ -69,6 +69,9 @@ from typing import Any, Callable
 from colbench_gym.execution.codec import FrameReader, ProtocolError, decode_value
 
 _SERVER_SOURCE_PATH = Path(__file__).with_name("_sandbox_server.py")
+# Read once, with this module: a process keeps starting servers that speak its own protocol, even if
+# the file changes on disk while it runs (an upgrade under a long training job).
+_SERVER_SOURCE = _SERVER_SOURCE_PATH.read_text(encoding="utf-8")
 _NOBODY = 65534
 _STARTUP_TIMEOUT_S = 30.0
 _KILL_GRACE_S = 5.0
@@ -404,7 +407,7 @@ class SandboxProcess:
 
     def _start(self, mode: str, bwrap_prefix: list[str] | None) -> None:
         self.stop()
-        source = _SERVER_SOURCE_PATH.read_text(encoding="utf-8")
+        source = _SERVER_SOURCE
         settings = self.settings
         root = os.geteuid() == 0
         python_dirs = _python_dirs(self.python)
