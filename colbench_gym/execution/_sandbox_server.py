@@ -11,15 +11,22 @@ A run command (op ``r`` and a job id, see ``_MESSAGE``) comes with three descrip
 (``SCM_RIGHTS``): the read end of a payload pipe, the write ends of a result pipe and of an output
 pipe. The server forks a child and closes its copies at once; the child (never the server) reads
 the payload -- the code and the test calls -- so no code, reference or candidate, ever enters the
-server's memory, where a later child could find it. The child applies its resource limits, runs the code and every test call, and
-writes one frame per event to the result pipe, which leads straight back to the grader. When the
-child is gone the server kills every process left in the sandbox, wipes the work directory (and,
-inside bubblewrap, /tmp where children can write it, /dev/shm and /dev/mqueue), removes every
+server's memory, where a later child could find it. The child applies its resource limits, runs
+the code and every test call, and writes one frame per event to the result pipe, which leads
+straight back to the grader. Meanwhile the server waits in ``wait4`` and nothing else. When the
+child is gone the server kills every process left in the sandbox, empties the work directory (and,
+inside bubblewrap, /tmp where children can write it, /dev/shm and /dev/mqueue) and removes every
 System V IPC object when its IPC namespace is private (always inside bubblewrap; without it only if
-it could make one, i.e. as root), and reports an exit record (``_EXIT``: job id, wait status, CPU
-time, memory, page faults). Nothing a child leaves behind reaches the next one.
+it could make one, i.e. as root) -- after a cheap check of whether there is anything to remove at
+all (see ``_Server.clean_up``) -- and reports an exit record (``_EXIT``: job id, wait status, CPU
+time, memory, page faults, and its own CPU time in ``fork()`` and in the clean-up). Nothing a child
+leaves behind reaches the next one. Run commands that arrive meanwhile wait in the socket: the
+grader sends the next job while a child runs, so the server forks it at once.
 
-A kill command (op ``k``) kills the running child, and everything it started, at once; ``s`` stops.
+Kill requests come apart from the control socket: the grader writes a job id on a kill pipe and
+sends SIGURG, which interrupts ``wait4``; the handler kills the running child (and everything it
+started) if its job is one of those asked for, or kills that job's child as soon as it is forked.
+``s`` on the control socket stops the server.
 
 The server makes itself non-dumpable (``PR_SET_DUMPABLE`` 0) before anything else: its children
 often share its user id, and without that they could open ``/proc/<server>/mem`` (or ptrace it) and

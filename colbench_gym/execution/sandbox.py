@@ -19,18 +19,24 @@ its own. When the grader runs as root, children drop to ``nobody``. The server i
 a child -- even one with the server's user id -- cannot read or write its memory through ``/proc``
 or ptrace (a warning says so if that could not be set). After every child the server empties what
 children can write (work directory, ``/tmp``, ``/dev/shm``, ``/dev/mqueue``) and removes every
-System V IPC object in the sandbox: nothing one answer leaves behind reaches the next.
+System V IPC object in the sandbox: nothing one answer leaves behind reaches the next. Most children
+leave nothing, so the server first checks (a ``stat`` of each of those tmpfs/mqueue directories,
+whose size counts their entries, and three IPC counts) and removes only when there is something.
 
 The interpreter runs with ``-s -P`` and a fully controlled environment rather than ``-I``:
 ``-I`` also ignores ``PYTHONHASHSEED``, and a fixed hash seed is what makes set and dict orders --
 hence results -- reproducible across processes. With the environment cleared, ``-s -P`` gives the
 same isolation as ``-I`` (no user site, no script directory, no ``PYTHON*`` variables but ours).
 
-Per answer the grader creates three pipes (payload in; results and output out), hands their ends to
-the server over its control socket, and supervises the child from outside: a deadline per test
-(reset by each result frame), an output budget, and a kill through the server when either is
-exceeded. Once a child has reported everything, the next job is sent at once; the server runs it
-after reaping the previous child and killing anything it left, so that clean-up costs no latency.
+Per answer the grader compiles the code and the test calls (when the sandbox's interpreter has its
+bytecode; nothing compiled here runs here), creates three pipes (payload in; results and output
+out), hands their ends to the server over its control socket, and supervises the child from
+outside: a deadline per test (reset by each result frame), an output budget, and a kill when either
+is exceeded (the job's id on a kill pipe, and SIGURG to interrupt the server's ``wait4``). Each
+worker is a pipeline (:meth:`SandboxProcess.serve`): the next job is handed to the server while a
+child runs, so that the server forks it as soon as it has cleaned up after the last; a child's
+results are read when its exit record arrives, or every observe period while it runs (2% of the
+timeout, 2 to 20 ms: the precision of the deadlines), and output likewise, unless a pipe fills.
 
 Without ``bwrap`` on ``PATH`` (or when it cannot create namespaces) the server runs as a plain
 process (``sandbox="none"``) with the same limits, clean environment and temporary directory, but
