@@ -28,11 +28,13 @@ It prints answers/second for each (the best round), then on lines of their own::
     ratio vs original method: X        # (b) / (a0), median over the rounds of the paired ratios
     ratio vs in-process floor: Y       # (b) / (a)
 
-and the same two for (c); how many per-answer scores differ between (a) and (b)/(c) (must be 0);
-the CPU time per answer of each (this process plus, for the sandbox, the fork servers and all
-their children) -- unlike wall-clock time it does not depend much on what else runs, and
-``cores x CPU(a0) / CPU(b)`` is the best ratio the cores allow -- and where the sandbox's CPU goes,
-per child:
+and the same two for (c), then the ratio by CPU time: ``cores x CPU(a0) / CPU(b)``, the best
+wall-clock ratio the grader's CPU time allows on these cores (wall-clock ratios also depend on how
+the machine's other load shares the cores between a one-process anchor and the grader's processes:
+on a busy machine the grader's several processes get more of them); then how many per-answer
+scores differ between (a) and (b)/(c) (must be 0); the CPU time per answer of each (this process plus, for the sandbox, the fork servers and all
+their children) -- unlike wall-clock time it does not depend much on what else runs -- and where
+the sandbox's CPU goes, per child:
 
 - fork:        the fork server's time in ``fork()`` (copying its page tables);
 - run:         the child's own time: set-up and limits, defining the code, the calls, encoding
@@ -372,6 +374,10 @@ def main() -> None:
     print(f"ratio vs in-process floor: {ratio[('cold', 'floor')]:.2f}")
     print(f"ratio vs original method, cached references: {ratio[('cached', 'original')]:.2f}")
     print(f"ratio vs in-process floor, cached references: {ratio[('cached', 'floor')]:.2f}")
+    # Wall-clock ratios depend on how the machine's load shares the cores between a one-process anchor
+    # and the grader's processes; these do not (the best ratio the CPU time allows on these cores).
+    print(f"ratio vs original method by CPU time ({cpus} cores x CPU(a0) / CPU(b)): {cpu_bound['cold']:.2f}")
+    print(f"ratio vs original method by CPU time, cached references: {cpu_bound['cached']:.2f}")
     print("paired ratios per round, (b)/(a0): " + " ".join(f"{x:.2f}" for x in paired[("cold", "original")])
           + "; (c)/(a0): " + " ".join(f"{x:.2f}" for x in paired[("cached", "original")]))
     print(f"per-answer score mismatches vs (a): (b) {mismatches['cold']}, (c) {mismatches['cached']}; "
