@@ -28,6 +28,8 @@ def parse_args(argv=None):
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--max-model-len", type=int, default=4096)
     parser.add_argument("--logprob-tolerance", type=float, default=1e-3)
+    parser.add_argument("--enforce-eager", action="store_true",
+                        help="skip vLLM's torch.compile warm-up (faster start, slower decoding)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads of the transformers backend (vLLM's CPU engine takes 1 on 2 cores)")
     parser.add_argument("--json", default=None)
@@ -111,7 +113,8 @@ def main(argv=None) -> None:
     hf = TransformersBackend(model, device="cpu", dtype=args.dtype, name="transformers")
     report["load_seconds"] = {"transformers": round(time.perf_counter() - started, 2)}
     started = time.perf_counter()
-    vl = VLLMBackend(model, name="vllm", dtype=args.dtype, max_model_len=args.max_model_len, seed=0)
+    vl = VLLMBackend(model, name="vllm", dtype=args.dtype, max_model_len=args.max_model_len, seed=0,
+                     enforce_eager=args.enforce_eager)
     report["torch_threads"] = {"transformers": torch.get_num_threads()}
     report["load_seconds"]["vllm"] = round(time.perf_counter() - started, 2)
 
