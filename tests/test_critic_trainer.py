@@ -70,6 +70,118 @@ def decisive_argmax_rate(critic, records):
 
 
 # --------------------------------------------------------------------------------------------------------------
+# The training log-prob path (TRL's fused LM head) against a plain log_softmax gather
+
+def peaked(model):
+    """The model with a sharp, position-dependent next-token distribution: a random init predicts nearly uniform
+    log-probs (about -log V everywhere), against which an off-by-one in the gather would go unnoticed."""
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40.0)
+    return model
+
+
+def plain_turn_logps(model, conversations):
+    """Per-turn sums of ``log_softmax(logits)[i - 1, token_i]``, one unpadded sequence at a time, no TRL."""
+    out = []
+    with torch.no_grad():
+        for conv in conversations:
+            ids = torch.tensor([conv.input_ids])
+            logps = torch.log_softmax(model(input_ids=ids).logits[0].float(), -1)
+            sums = [0.0] * conv.num_turns
+            for i in range(1, len(conv.input_ids)):
+                if conv.turn_ids[i]:
+                    sums[conv.turn_ids[i] - 1] += logps[i - 1, conv.input_ids[i]].item()
+            out.append(sums)
+    return out
+
+
+def critic_conversations(tokenizer, records):
+    from sweet_trl.tokenization import CriticInputFormat, tokenize_critic_input
+
+    return [tokenize_critic_input(tokenizer, r["dialogue_history"], r["task"]["ground_truth"],
+                                  CriticInputFormat()).conversation for r in records]
+
+
+def test_forward_turn_logps_is_a_log_softmax_gather_on_padded_batches(tokenizer):
+    from trl.trainer.utils import pad
+
+    from sweet_trl.critic import add_fused_head_once, forward_turn_logps
+
+    records = collaborative_trajectories(3, per_task=1, num_agent_turns=3, seed=61)
+    records[1]["dialogue_history"] = records[1]["dialogue_history"][:3]  # one agent turn: a shorter row, padded
+    conversations = critic_conversations(tokenizer, records)
+    assert len({len(c.input_ids) for c in conversations}) == 3 and [c.num_turns for c in conversations] == [3, 1, 3]
+    model = peaked(tiny_causal_lm(tokenizer, seed=3)).eval()
+    expected = plain_turn_logps(model, conversations)
+    add_fused_head_once(model)
+    batch = {"input_ids": pad([torch.tensor(c.input_ids) for c in conversations], padding_value=tokenizer.pad_token_id),
+             "attention_mask": pad([torch.ones(len(c.input_ids), dtype=torch.long) for c in conversations],
+                                   padding_value=0),
+             "turn_ids": pad([torch.tensor(c.turn_ids) for c in conversations], padding_value=0)}
+    with torch.no_grad():
+        sums, _ = forward_turn_logps(model, batch["input_ids"], batch["attention_mask"], batch["turn_ids"], 3)
+    for row, want in zip(sums.tolist(), expected):
+        assert row[:len(want)] == pytest.approx(want, rel=1e-4, abs=1e-4)
+        assert row[len(want):] == [0.0] * (3 - len(want))  # turns a padded row does not have
+    # the check can see an off-by-one: gathering each turn's tokens one position late changes the sums a lot
+    late = [(a + 1, b + 1) for a, b in conversations[0].turn_spans]
+    assert all(abs(a - b) > 1.0 for a, b in zip(expected[0], plain_shifted(model, conversations[0], late)))
+
+
+def plain_shifted(model, conv, spans):
+    ids = torch.tensor([conv.input_ids])
+    with torch.no_grad():
+        logps = torch.log_softmax(model(input_ids=ids).logits[0].float(), -1)
+    return [sum(logps[i - 1, conv.input_ids[i]].item() for i in range(a, min(b, len(conv.input_ids))))
+            for a, b in spans]
+
+
+def test_critic_and_reference_scores_are_log_softmax_gathers(tokenizer):
+    """SweetCritic's critic and reference sums, for a full fine-tune and for LoRA (reference = adapters disabled),
+    whole dialogues and a shared-prefix batch of candidates, each equal a plain gather on the right model."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    records = collaborative_trajectories(4, per_task=1, num_agent_turns=3, seed=62)
+    conversations = critic_conversations(tokenizer, records)
+    base = peaked(tiny_causal_lm(tokenizer, seed=4)).eval()
+    tuned = copy.deepcopy(base)
+    with torch.no_grad():
+        for p in tuned.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    lora = get_peft_model(copy.deepcopy(base), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                                          init_lora_weights=False, task_type="CAUSAL_LM"))
+    merged = copy.deepcopy(lora).merge_and_unload().eval()  # the adapted model as a plain model
+    critics = {"full": (SweetCritic(tuned, tokenizer, ref_model=copy.deepcopy(base), batch_size=3), tuned),
+               "lora": (SweetCritic(lora, tokenizer, batch_size=3), merged)}
+    reference = plain_turn_logps(base, conversations)
+    for name, (critic, plain_critic) in critics.items():
+        wanted = plain_turn_logps(plain_critic, conversations)
+        assert all(abs(w - r) > 1e-2 for ws, rs in zip(wanted, reference) for w, r in zip(ws, rs)), name
+        for (got_critic, got_ref, counts), want, ref, conv in zip(critic._turn_logps(conversations), wanted,
+                                                                  reference, conversations):
+            assert got_critic.tolist() == pytest.approx(want, rel=1e-4, abs=1e-4), name
+            assert got_ref.tolist() == pytest.approx(ref, rel=1e-4, abs=1e-4), name
+            assert counts.tolist() == [b - a for a, b in conv.turn_spans]
+        # candidates after a shared history: the prefix once through a KV cache, the rest as a padded batch
+        history = records[0]["dialogue_history"][:3]
+        candidates = [FILLERS[0], decisive_question("kelvin"), "Yes."]
+        details = critic.score_candidates(history, candidates, records[0]["task"]["ground_truth"],
+                                          return_details=True)
+        dialogues = [{"dialogue_history": history + [{"role": "assistant", "content": c}],
+                      "task": records[0]["task"]} for c in candidates]
+        full = critic_conversations(tokenizer, dialogues)
+        for i, conv in enumerate(full):
+            n = conv.turn_spans[-1][1] - conv.turn_spans[-1][0]
+            assert details.num_tokens[i] == n
+            assert details.critic_mean_logps[i] == pytest.approx(plain_turn_logps(plain_critic, [conv])[0][-1] / n,
+                                                                 rel=1e-4, abs=1e-4), name
+            assert details.ref_mean_logps[i] == pytest.approx(plain_turn_logps(base, [conv])[0][-1] / n,
+                                                              rel=1e-4, abs=1e-4), name
+
+
+# --------------------------------------------------------------------------------------------------------------
 # Learning and credit assignment
 
 @pytest.fixture(scope="module")
