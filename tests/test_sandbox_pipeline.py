@@ -78,3 +78,13 @@ def test_a_slow_answer_is_timed_per_test(single):
     # Each test takes 0.4 s of a 1 s budget: all pass, though the answer takes 1.2 s in all.
     slow = "import time\ndef f(x):\n    time.sleep(0.4)\n    return [x, x * 2]\n"
     assert single.grade(slow, REFERENCE, TESTS).score == 1.0
+
+
+def test_long_answers_are_compiled_in_the_child(single):
+    # Past 16 KiB the grader sends source, which the child compiles under its own limits and deadline.
+    long_answer = "".join(f"def g{i}(x):\n    return x + {i}\n" for i in range(1500)) + REFERENCE
+    assert len(long_answer) > 16 << 10
+    assert single.grade(long_answer, REFERENCE, TESTS).score == 1.0
+    broken = long_answer + "def broken(:\n"
+    result = single.grade(broken, REFERENCE, TESTS)
+    assert result.score == 0 and "SyntaxError" in result.tests[0].detail

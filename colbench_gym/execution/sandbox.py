@@ -1275,13 +1275,19 @@ def _decode_control(data: bytes) -> dict[str, Any]:
 # runs here. Compiled exactly as the child would (no inherited flags, no -O), with the child's file
 # names; anything the compiler rejects or warns about goes to the child as source, which then
 # reports it as before.
+# Only short code is compiled here: compiling takes time and memory that grow with the source (1 MiB of
+# statements: seconds and hundreds of MB, holding the GIL), which a child spends under its own limits
+# and deadline instead. ColBench answers are a few KiB.
 warnings.filterwarnings("error", module="<answer>")
 warnings.filterwarnings("error", module="<test>")
+_COMPILE_HERE_MAX = 16 << 10  # characters
 _CALL_CACHE: dict[str, Any] = {}
 _CALL_CACHE_SIZE = 1 << 16
 
 
 def _compiled(code: str) -> Any:
+    if len(code) > _COMPILE_HERE_MAX:
+        return code
     try:
         return compile(code, "<answer>", "exec", dont_inherit=True, optimize=0)
     except BaseException:  # noqa: BLE001 (SyntaxError, a warning made an error, MemoryError, RecursionError)
@@ -1289,6 +1295,8 @@ def _compiled(code: str) -> Any:
 
 
 def _compiled_call(call: str) -> Any:
+    if len(call) > _COMPILE_HERE_MAX:
+        return call
     found = _CALL_CACHE.get(call)
     if found is None:
         try:
