@@ -283,9 +283,12 @@ def test_a_method_that_cannot_run_is_recorded_and_the_others_go_on(tmp_path, mon
     monkeypatch.setattr(study, "stage", stage)
     monkeypatch.setattr(study, "next_round", lambda previous, index: calls.append(f"round{index}"))
     seen = {}
-    monkeypatch.setattr(study_results, "study_results", lambda s, c, wall_seconds: seen.setdefault("failed", s.failed))
+    monkeypatch.setattr(study_results, "study_results",
+                        lambda s, c, wall_seconds: seen.update(failed=dict(s.failed), writes=seen.get("writes", 0) + 1)
+                        or {})
     monkeypatch.setattr(study_results, "write_results", lambda s, r: None)
     study.run()
     assert seen["failed"] == {"rft": "no trajectory with reward >= 0.5 to imitate"}
     assert "evaluate/rft" not in calls and "evaluate/mtdpo" in calls and "evaluate/sweet_no_privileged" in calls
     assert calls[-1] == "round2"
+    assert seen["writes"] >= 4  # study.json after every method that ran, and at the end

@@ -148,7 +148,7 @@ def format_table(results: Mapping[str, Any]) -> str:
                 lines.append(f"  {name:<24} picks a best candidate {100 * top['mean']:5.1f}% "
                              f"[{100 * top['low']:.1f}, {100 * top['high']:.1f}]")
     lines.append(f"Stage time {results['stage_seconds_total'] / 60:.1f} min (wall {results['wall_seconds'] / 60:.1f} "
-                 "min this call)")
+                 "min this call)" + ("" if results.get("complete", True) else "; the study goes on"))
     return "\n".join(lines)
 
 

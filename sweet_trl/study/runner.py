@@ -67,6 +67,8 @@ class Study:
         self.run_dir = Path(self._parse("collect", [])[0].run_dir)
         self.markers: dict[str, dict[str, Any]] = {}
         self.failed: dict[str, str] = {}  # method -> why it could not be trained or evaluated
+        self.critic_selection: dict[str, Any] | None = None
+        self.started = time.perf_counter()
 
     # -- stages ----------------------------------------------------------------------------------------------
 
@@ -110,7 +112,8 @@ class Study:
     # -- the study -------------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        started = time.perf_counter()
+        """Every method in turn; ``study.json`` is rewritten after each, so a stopped study keeps what it measured."""
+        self.started = time.perf_counter()
         base, methods = self.run_dir, self.args.methods
         self.stage("collect", base, key="round1/collect")
         self.evaluate(base, "zero_shot", "zero_shot")
@@ -123,13 +126,19 @@ class Study:
                 self.method(name, lambda name=name: (
                     self.stage(BASELINE_STAGES[name], base, key=f"round1/{BASELINE_STAGES[name]}"),
                     self.evaluate(base, name, name)))
+        variant = base / "no_privileged"
         if "sweet_no_privileged" in methods:
-            variant = base / "no_privileged"
+            # its critic first: the critics' judgement below compares it with the privileged one
             self.link_shared(variant)
+            self.method("sweet_no_privileged", lambda: self.stage(
+                "train_critic", variant, "--use_privileged", "false", key="no_privileged/train_critic"))
+        if self.args.critic_eval_states:
+            self.critic_selection = self.judge_critics()
+            self.write()
+        if "sweet_no_privileged" in methods and "sweet_no_privileged" not in self.failed:
             self.method("sweet_no_privileged", lambda: (
-                self.sweet(variant, "no_privileged", critic_extra=["--use_privileged", "false"]),
+                [self.stage(name, variant, key=f"no_privileged/{name}") for name in SWEET_CHAIN],
                 self.evaluate(variant, "sweet", "sweet_no_privileged")))
-        critic_selection = self.critic_selection() if self.args.critic_eval_states else None
         previous = base
         for round_index in range(2, self.args.rounds + 1):
             if "sweet" in self.failed or f"sweet_round{round_index - 1}" in self.failed:
@@ -137,9 +146,14 @@ class Study:
             label = f"sweet_round{round_index}"
             self.method(label, lambda p=previous, r=round_index: self.next_round(p, r))
             previous = self.run_dir / f"round{round_index}"
+        return self.write(final=True)
+
+    def write(self, final: bool = False) -> dict[str, Any]:
+        """``study.json`` (and the report) from every evaluation so far."""
         from sweet_trl.study.results import study_results, write_results
 
-        results = study_results(self, critic_selection, wall_seconds=time.perf_counter() - started)
+        results = study_results(self, self.critic_selection, wall_seconds=time.perf_counter() - self.started)
+        results["complete"] = final
         write_results(self, results)
         return results
 
@@ -150,6 +164,7 @@ class Study:
 
         try:
             steps()
+            self.write()
         except StageError as err:
             self.failed[name] = str(err)
             print(f"[study] {name} could not be trained or evaluated: {err}", file=self.out, flush=True)
@@ -174,7 +189,7 @@ class Study:
         self.evaluate(run_dir, "sweet", f"sweet_round{round_index}", *policy)
         return run_dir
 
-    def critic_selection(self) -> dict[str, Any]:
+    def judge_critics(self) -> dict[str, Any]:
         from sweet_trl.study.critic_run import judge_critics
 
         return judge_critics(self)
