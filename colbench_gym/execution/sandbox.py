@@ -716,7 +716,8 @@ class SandboxProcess:
                                 continue
                             waiting.append(run)
                         self._send(waiting.popleft(), flight, waiting, deliver)
-                    if all(attempt.settled for attempt in flight):  # no child is running or queued
+                    if all(attempt.settled for attempt in flight) and len(flight) < _PIPELINE_DEPTH:
+                        # No child is running or queued: send what waits, or go back to the source.
                         if waiting:
                             continue
                         if stopping:
