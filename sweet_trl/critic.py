@@ -19,7 +19,7 @@ import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +168,13 @@ class SweetCritic:
         With ``prefix_length``, the conversations share their first ``prefix_length`` tokens (none of them
         scored): those go through each model once, and every batch attends to a copy of their KV cache.
         """
+        critic = self._model_turn_logps("critic", conversations, prefix_length)
+        reference = self._model_turn_logps("reference", conversations, prefix_length)
+        return [(c, r, counts) for (c, counts), (r, _) in zip(critic, reference)]
+
+    def _model_turn_logps(self, which: str, conversations: Sequence[TokenizedConversation], prefix_length: int = 0
+                          ) -> list[tuple[Any, Any]]:
+        """``(sums, token counts)`` per conversation under the critic or the reference (``which``)."""
         import copy
 
         import torch
@@ -176,14 +183,13 @@ class SweetCritic:
         from sweet_trl.losses import count_by_turn
 
         device = next(self.model.parameters()).device
-        models = {"critic": (self.model, nullcontext),
-                  "reference": (self.ref_model or self.model, self._reference_context)}
-        prefix_caches = {}
+        model, context = ((self.model, nullcontext) if which == "critic"
+                          else (self.ref_model or self.model, self._reference_context))
+        prefix_cache = None
         if prefix_length:
             prefix = torch.tensor([conversations[0].input_ids[:prefix_length]], device=device)
-            for name, (model, context) in models.items():
-                with torch.no_grad(), context():
-                    prefix_caches[name] = model(input_ids=prefix, use_cache=True).past_key_values
+            with torch.no_grad(), context():
+                prefix_cache = model(input_ids=prefix, use_cache=True).past_key_values
         results = []
         for start in range(0, len(conversations), self.batch_size):
             batch = conversations[start: start + self.batch_size]
@@ -193,21 +199,17 @@ class SweetCritic:
             # Over the whole sequence, shared prefix included (right padding keeps the prefix in front).
             attention_mask = pad([torch.ones(len(c), dtype=torch.long) for c in batch], padding_value=0).to(device)
             num_turns = max(c.num_turns for c in batch)
-            sums = {}
-            for name, (model, context) in models.items():
-                model_kwargs = {}
-                if prefix_length:
-                    cache = copy.deepcopy(prefix_caches[name])
-                    cache.batch_repeat_interleave(len(batch))
-                    positions = torch.arange(prefix_length, prefix_length + input_ids.size(1), device=device)
-                    model_kwargs = {"past_key_values": cache, "position_ids": positions.expand(len(batch), -1)}
-                with torch.no_grad(), context():
-                    sums[name], _ = forward_turn_logps(model, input_ids, attention_mask, turn_ids, num_turns,
-                                                       **model_kwargs)
+            model_kwargs = {}
+            if prefix_cache is not None:
+                cache = copy.deepcopy(prefix_cache)
+                cache.batch_repeat_interleave(len(batch))
+                positions = torch.arange(prefix_length, prefix_length + input_ids.size(1), device=device)
+                model_kwargs = {"past_key_values": cache, "position_ids": positions.expand(len(batch), -1)}
+            with torch.no_grad(), context():
+                sums, _ = forward_turn_logps(model, input_ids, attention_mask, turn_ids, num_turns, **model_kwargs)
             counts = count_by_turn(turn_ids[:, 1:], num_turns)
             for row, c in enumerate(batch):
-                results.append((sums["critic"][row, : c.num_turns].float().cpu(),
-                                sums["reference"][row, : c.num_turns].float().cpu(), counts[row, : c.num_turns].cpu()))
+                results.append((sums[row, : c.num_turns].float().cpu(), counts[row, : c.num_turns].cpu()))
         return results
 
     def _shared_prefix_length(self, conversations: Sequence[TokenizedConversation]) -> int:
@@ -234,7 +236,7 @@ class SweetCritic:
         return use_adapter(self.model, adapter_name="ref" if "ref" in self.model.peft_config else None)
 
     def _inputs(self, trajectories: Sequence[Any], privileged: Sequence[str | None] | str | None,
-                score_turns: Iterable[int] | None = None):
+                score_turns: Iterable[int] | None = None, input_format: CriticInputFormat | None = None):
         if privileged is None or isinstance(privileged, str):
             privileged = [privileged] * len(trajectories)
         if len(privileged) != len(trajectories):
@@ -242,7 +244,8 @@ class SweetCritic:
         dialogues, results = [], []
         for index, (trajectory, c) in enumerate(zip(trajectories, privileged)):
             dialogue, c = _dialogue_and_privileged(trajectory, c)
-            result = tokenize_critic_input(self.tokenizer, dialogue, c, self.input_format, score_turns)
+            result = tokenize_critic_input(self.tokenizer, dialogue, c, input_format or self.input_format,
+                                           score_turns)
             if result.conversation is None:
                 logger.warning("critic: trajectory %d cannot be scored (%s, %d tokens)", index, result.drop_reason,
                                result.length)
@@ -294,21 +297,42 @@ class SweetCritic:
         return output
 
     def score_candidates(self, history: Sequence[Mapping[str, Any]], candidates: Sequence[str],
-                         privileged: str | None, *, return_details: bool = False) -> list[float] | CandidateScores:
+                         privileged: str | None, *, return_details: bool = False,
+                         reference_without_privileged: bool = False) -> list[float] | CandidateScores:
         """Advantage of each candidate agent message after ``history`` (the dialogue so far, ending on the human).
 
         The history they share is encoded once per model (``share_prefix``), then the candidates go through the
         critic in batches of ``batch_size`` (one forward pass, plus one for the reference, per batch).
         ``return_details=True`` also gives the critic's and reference's mean log-probs, for
-        ``losses.candidate_ranking_scores``.
+        ``losses.candidate_ranking_scores``. ``reference_without_privileged=True`` gives the reference the
+        dialogue alone (no ``c``; the same candidate tokens): the score is then the critic's mean log-prob given
+        ``c`` minus the initial model's without it, which before any training is the candidate's pointwise mutual
+        information with ``c`` (the ``"critic_minus_reference_without_c"`` ranking).
         """
         history = conversation_messages(history)
         trajectories = [history + [{"role": self.input_format.agent_role, "content": c}] for c in candidates]
         _, inputs = self._inputs(trajectories, privileged, score_turns=[-1])
+        if reference_without_privileged:
+            _, ref_inputs = self._inputs(trajectories, None, score_turns=[-1],
+                                         input_format=replace(self.input_format, use_privileged=False))
+        else:
+            ref_inputs = inputs
+        critic = self._score_last_turns("critic", inputs)
+        reference = self._score_last_turns("reference", ref_inputs)
+        details = CandidateScores([], [], [], [])
+        for (critic_mean, n), (ref_mean, _) in zip(critic, reference):
+            details.advantages.append(critic_mean - ref_mean)
+            details.critic_mean_logps.append(critic_mean)
+            details.ref_mean_logps.append(ref_mean)
+            details.num_tokens.append(n)
+        return details if return_details else details.advantages
+
+    def _score_last_turns(self, which: str, inputs: Sequence[Any]) -> list[tuple[float, int]]:
+        """``(mean log-prob, tokens)`` of the last agent turn of each input under ``which`` model; nan if unscorable."""
         conversations = [r.conversation for r in inputs if r.conversation is not None]
         prefix_length = self._shared_prefix_length(conversations)
         try:
-            scored = self._turn_logps(conversations, prefix_length)
+            scored = self._model_turn_logps(which, conversations, prefix_length)
         except (TypeError, ValueError, AttributeError, NotImplementedError) as err:
             if not prefix_length:
                 raise
@@ -316,22 +340,17 @@ class SweetCritic:
             logger.warning("critic: shared-prefix scoring failed (%s: %s); encoding whole dialogues from now on",
                            type(err).__name__, err)
             self.share_prefix = False
-            scored = self._turn_logps(conversations)
+            scored = self._model_turn_logps(which, conversations)
         scored = iter(scored)
-        details = CandidateScores([], [], [], [])
+        out = []
         for result in inputs:
             if result.conversation is None:
-                values = (math.nan, math.nan, math.nan, 0)
-            else:
-                critic, ref, counts = next(scored)
-                n = int(counts[0])
-                values = ((critic[0] - ref[0]).item() / n, critic[0].item() / n, ref[0].item() / n, n) if n else \
-                    (math.nan, math.nan, math.nan, 0)
-            details.advantages.append(values[0])
-            details.critic_mean_logps.append(values[1])
-            details.ref_mean_logps.append(values[2])
-            details.num_tokens.append(values[3])
-        return details if return_details else details.advantages
+                out.append((math.nan, 0))
+                continue
+            sums, counts = next(scored)
+            n = int(counts[0])
+            out.append((sums[0].item() / n, n) if n else (math.nan, 0))
+        return out
 
 
 # Below this many shared tokens a separate prefix pass costs more than it saves.

@@ -83,6 +83,19 @@ def preference_loss(
     return loss, metrics
 
 
+def turn_advantage_penalty(advantages: torch.Tensor, turn_counts: torch.Tensor) -> torch.Tensor:
+    """Mean squared per-turn advantage ``[B, T] -> []`` over the turns that have tokens.
+
+    The Bradley-Terry loss constrains only the sum of a trajectory's turn advantages, and only where the chosen
+    and rejected trajectories differ: a turn whose advantage does not help rank the pair (an action taken before
+    the trajectories part, or one repeated after) is free to drift, and part of the margin may be carried by turns
+    that merely follow the decisive one. Adding ``coef * penalty`` to the loss keeps the pair ranking as the loss's
+    only use of an advantage and pulls every turn that does not earn its advantage back to 0 (the reference).
+    """
+    present = (turn_counts > 0).to(advantages.dtype)
+    return (advantages.pow(2) * present).sum() / present.sum().clamp(min=1)
+
+
 def mean_logps(turn_logps: torch.Tensor, turn_counts: torch.Tensor) -> torch.Tensor:
     """Mean token log-probability of each turn ``[B, T]`` from per-turn sums (0 where a turn has no token)."""
     return turn_logps / turn_counts.clamp(min=1)
@@ -99,13 +112,17 @@ def candidate_ranking_scores(
     ``"critic_advantage"``: the critic's advantage, critic minus reference mean log-prob (the paper).
     ``"critic_minus_policy_logprob"``: critic mean log-prob minus the policy's own mean log-prob of the candidate,
     which favours actions the critic likes more than the policy already does (the released code).
+    ``"critic_minus_reference_without_c"``: critic mean log-prob given ``c`` minus the frozen reference's given the
+    dialogue alone (``ref_mean_logps`` must then be computed without ``c``, on the same tokens). It is the released
+    code's quantity with the initial model standing for the policy, computed on exactly the tokens the critic scores;
+    before training it is the candidate's pointwise mutual information with ``c``.
     """
-    if mode == "critic_advantage":
+    if mode in ("critic_advantage", "critic_minus_reference_without_c"):
         if ref_mean_logps is None:
-            raise ValueError("mode='critic_advantage' needs ref_mean_logps")
+            raise ValueError(f"mode={mode!r} needs ref_mean_logps")
         return critic_mean_logps - ref_mean_logps
     if mode == "critic_minus_policy_logprob":
         if policy_mean_logps is None:
             raise ValueError("mode='critic_minus_policy_logprob' needs policy_mean_logps")
         return critic_mean_logps - policy_mean_logps
-    raise ValueError(f"unknown ranking mode {mode!r}; expected 'critic_advantage' or 'critic_minus_policy_logprob'")
+    raise ValueError(f"unknown ranking mode {mode!r}; expected one of {RANKING_MODES}")

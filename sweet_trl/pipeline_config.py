@@ -269,7 +269,9 @@ class RankArguments:
     Parameters:
         ranking (`str`, *optional*, defaults to `"critic_minus_policy_logprob"`):
             `"critic_minus_policy_logprob"` (the critic's mean token log-probability of a candidate minus the
-            policy's, as in the released code) or `"critic_advantage"` (the critic's minus its frozen reference's).
+            policy's, as in the released code), `"critic_advantage"` (the critic's minus its frozen reference's,
+            both given `c`: the paper) or `"critic_minus_reference_without_c"` (the critic's given `c` minus its
+            frozen reference's given the dialogue alone, on the same tokens; see `TurnPairsConfig`).
         scoring_batch_size (`int`, *optional*, defaults to `8`):
             Sequences per critic forward pass.
         report_trajectories (`int`, *optional*, defaults to `8`):
@@ -281,9 +283,10 @@ class RankArguments:
     report_trajectories: int = 8
 
     def __post_init__(self):
-        if self.ranking not in ("critic_minus_policy_logprob", "critic_advantage"):
-            raise ValueError(f"ranking must be 'critic_minus_policy_logprob' or 'critic_advantage', "
-                             f"got {self.ranking!r}")
+        from sweet_trl.turn_pairs import RANKINGS
+
+        if self.ranking not in RANKINGS:
+            raise ValueError(f"ranking must be one of {RANKINGS}, got {self.ranking!r}")
 
 
 @dataclass

@@ -60,8 +60,8 @@ from sweet_trl.trajectories import guess_env_id, read_trajectories, repair_jsonl
 
 logger = logging.getLogger(__name__)
 
-Ranking = Literal["critic_minus_policy_logprob", "critic_advantage"]
-RANKINGS = ("critic_minus_policy_logprob", "critic_advantage")
+Ranking = Literal["critic_minus_policy_logprob", "critic_advantage", "critic_minus_reference_without_c"]
+RANKINGS = ("critic_minus_policy_logprob", "critic_advantage", "critic_minus_reference_without_c")
 
 
 @dataclass
@@ -103,7 +103,12 @@ class TurnPairsConfig:
             minus the policy's (without `c`), as in the released code. `"critic_advantage"`: the critic's
             advantage, its mean log-probability minus its frozen reference's (both given `c`), as in the paper.
             The policy's mean is the backend's, over every generated token (end-of-turn token included); the
-            critic's is over the message's content tokens, as in the released code.
+            critic's is over the message's content tokens, as in the released code. These two means cover
+            different tokens when the answer is forced (the forced "I WANT TO ANSWER:" opening is in the critic's
+            but not in the policy's), which biases the ranking toward long candidates. `"critic_minus_reference_without_c"`:
+            the critic's mean given `c` minus its frozen reference's given the dialogue alone, on the same tokens
+            (the released quantity with the initial model as the policy; untrained, it ranks by how much more
+            likely `c` makes a candidate).
         scoring_batch_size (`int`, *optional*, defaults to `4`):
             Turn states ranked per saved unit of progress.
 
@@ -356,13 +361,16 @@ class CandidateScorer(Protocol):
                  ) -> Sequence[tuple[float, float | None]]: ...
 
 
-def as_candidate_scorer(critic: Any) -> CandidateScorer:
+def as_candidate_scorer(critic: Any, ranking: str = "critic_minus_policy_logprob") -> CandidateScorer:
     """A :class:`CandidateScorer` from a :class:`~sweet_trl.critic.SweetCritic` (or any object with its
     ``score_candidates(history, candidates, privileged, return_details=True)``; the scorer's ``name`` is the
-    critic's, see :func:`rank_candidates`), or a scorer itself."""
+    critic's, see :func:`rank_candidates`), or a scorer itself. With ``ranking="critic_minus_reference_without_c"``
+    the reference value is the reference's mean log-prob without ``c``."""
     if hasattr(critic, "score_candidates"):
+        without_c = {"reference_without_privileged": True} if ranking == "critic_minus_reference_without_c" else {}
+
         def scorer(dialogue: list[dict[str, str]], candidates: list[str], privileged: str):
-            details = critic.score_candidates(dialogue, candidates, privileged, return_details=True)
+            details = critic.score_candidates(dialogue, candidates, privileged, return_details=True, **without_c)
             return list(zip(details.critic_mean_logps, details.ref_mean_logps))
         scorer.name = _work_name(critic)  # what a resumed ranking checks it is ranking with
         return scorer
@@ -389,7 +397,7 @@ def ranking_scores(critic_mean_logprobs: Sequence[float], policy_mean_logprobs: 
 
     scores = candidate_ranking_scores(
         tensor(critic_mean_logprobs),
-        ref_mean_logps=tensor(reference_mean_logprobs) if ranking == "critic_advantage" else None,
+        ref_mean_logps=None if ranking == "critic_minus_policy_logprob" else tensor(reference_mean_logprobs),
         policy_mean_logps=tensor(policy_mean_logprobs) if ranking == "critic_minus_policy_logprob" else None,
         mode=ranking,
     )
@@ -412,7 +420,7 @@ def rank_candidates(candidates: Any, critic: Any, config: TurnPairsConfig | None
     it, or another critic behind the same function would resume from this one's scores.
     """
     config = config or TurnPairsConfig()
-    scorer = as_candidate_scorer(critic)
+    scorer = as_candidate_scorer(critic, config.ranking)
 
     def score(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows = []

@@ -189,11 +189,11 @@ def stage_sample_candidates(ctx: StageContext, gen: GenerationArguments, args: C
     )
 
 
-def _critic_scorer(critic: Any, ctx: StageContext, total: int) -> Callable:
+def _critic_scorer(critic: Any, ctx: StageContext, total: int, ranking: str) -> Callable:
     """The critic as ``turn_pairs.rank_candidates``'s scorer, logging progress every tenth of the states."""
     from sweet_trl.turn_pairs import as_candidate_scorer
 
-    scorer = as_candidate_scorer(critic)
+    scorer = as_candidate_scorer(critic, ranking)
     done = 0
 
     def score(dialogue: list[dict[str, str]], candidates: list[str], privileged: str):
@@ -217,7 +217,7 @@ def stage_rank(ctx: StageContext, args: RankArguments) -> StageResult:
     config = _turn_pairs_config(ctx.run, ranking=args.ranking, scoring_batch_size=args.scoring_batch_size)
     candidates = ctx.input_path("sample_candidates", "candidates")
     total = ctx.inputs["sample_candidates"]["counts"]["turn_states"]
-    ranked = rank_candidates(candidates, _critic_scorer(critic, ctx, total), config, output_dir=ctx.dir / "ranked")
+    ranked = rank_candidates(candidates, _critic_scorer(critic, ctx, total, args.ranking), config, output_dir=ctx.dir / "ranked")
     errors = sum(1 for e in ranked["ranking_error"] if e)
     advantages = [a for row in ranked["advantages"] for a in row if a is not None]
     ctx.log(f"ranked {len(ranked)} turn states ({errors} failed)")

@@ -114,7 +114,7 @@ def critic_ranker(critic: Any, ranking: str) -> Callable[[Mapping[str, Any]], li
     """A :class:`~sweet_trl.critic.SweetCritic` as a ranker: the same scores the ``rank`` stage would give."""
     from sweet_trl.turn_pairs import as_candidate_scorer, ranking_scores
 
-    scorer = as_candidate_scorer(critic)
+    scorer = as_candidate_scorer(critic, ranking)
 
     def rank(row: Mapping[str, Any]) -> list[float]:
         dialogue = [m for m in row["prompt"] if m["role"] != "system"]

@@ -75,6 +75,18 @@ def judge_critics(study: Any) -> dict[str, Any]:
         critic = SweetCritic.from_pretrained(folder / "model", batch_size=rank_args.scoring_batch_size)
         loaded.append(critic)
         rankers[f"critic_{name}"] = critic_ranker(critic, rank_args.ranking)
+    if "critic_privileged" in rankers and loaded[0].is_peft:
+        # The same ranking before any critic training (the base model as critic and reference), to show what
+        # training adds to it; under "critic_advantage" every candidate scores 0, a random pick.
+        import transformers
+
+        trained = loaded[0]
+        base = transformers.AutoModelForCausalLM.from_pretrained(
+            trained.model.peft_config["default"].base_model_name_or_path)
+        untrained = SweetCritic(base, trained.tokenizer, ref_model=base, input_format=trained.input_format,
+                                batch_size=rank_args.scoring_batch_size)
+        loaded.append(untrained)
+        rankers["untrained_critic"] = critic_ranker(untrained, rank_args.ranking)
     result = best_of_n_selection(rows, rankers, seed=study.args.seed)
     result["settings"] = settings
     result_path.write_text(json.dumps(result, indent=1), encoding="utf-8")
