@@ -98,7 +98,7 @@ def original_method_score(answer: str, reference: str, tests: dict[str, str]) ->
                 got = eval(call, answer_ns)
             finally:
                 signal.alarm(0)
-        except BaseException:  # noqa: BLE001
+        except BaseException:  # noqa: BLE001, S112 (the original counts a call that raises as failed and goes on)
             continue
         if expected is None:
             continue
@@ -170,7 +170,7 @@ def _self_cpu() -> float:
 def run_in_process(items, score) -> tuple[float, float, list[float]]:
     """Wall seconds, CPU seconds and scores of an in-process scorer over every item."""
     previous = signal.signal(signal.SIGALRM, _on_alarm)
-    devnull = open(os.devnull, "w")  # noqa: SIM115
+    devnull = open(os.devnull, "w")
     stdout = sys.stdout
     try:
         sys.stdout = devnull  # answers may print; the sandbox discards output too

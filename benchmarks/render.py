@@ -118,7 +118,7 @@ def original_method(pages: list[str], config: RenderConfig, stylesheet: bool = T
             try:
                 page.goto(path.as_uri(), wait_until="load", timeout=config.timeout * 1000)
                 ok += bool(page.screenshot(full_page=True))
-            except Exception:  # noqa: BLE001 (a page that fails is counted as such, as the original would go on)
+            except Exception:  # noqa: BLE001, S110 (a page that fails is counted as such, as the original would go on)
                 pass
         elapsed = time.perf_counter() - started
         browser.close()

@@ -22,7 +22,8 @@ import torch.nn.functional as F
 
 ScoreNormalization = Literal["per_turn_sum", "trajectory_mean"]
 SCORE_NORMALIZATIONS = ("per_turn_sum", "trajectory_mean")
-RankingMode = Literal["critic_advantage", "critic_minus_policy_logprob"]
+RankingMode = Literal["critic_advantage", "critic_minus_policy_logprob", "critic_minus_reference_without_c"]
+RANKING_MODES = ("critic_minus_policy_logprob", "critic_advantage", "critic_minus_reference_without_c")
 
 
 def token_logps(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:

@@ -71,9 +71,8 @@ import marshal
 import math  # noqa: F401
 import operator  # noqa: F401
 import os
-import re  # noqa: F401
+import re
 import resource
-import select
 import signal
 import socket
 import stat
@@ -588,9 +587,9 @@ def _entry_counting(roots):
         path = os.path.realpath(root)
         best = None
         for point, kind in mounts:
-            if path == point or path.startswith(point.rstrip("/") + "/"):
-                if best is None or len(point) >= len(best[0]):
-                    best = (point, kind)
+            inside = path == point or path.startswith(point.rstrip("/") + "/")
+            if inside and (best is None or len(point) >= len(best[0])):
+                best = (point, kind)
         found.append(best is not None and best[1] in _ENTRY_COUNTING)
     return found
 

@@ -68,9 +68,10 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from colbench_gym.execution.codec import FrameReader, ProtocolError, decode_value
 
