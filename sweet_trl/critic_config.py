@@ -36,6 +36,11 @@ class SweetCriticConfig(DPOConfig):
             How a trajectory's score aggregates its agent tokens' log-ratios. `"per_turn_sum"` (the paper): the sum
             over agent turns of each turn's mean log-ratio (the turn advantages). `"trajectory_mean"` (the released
             implementation): the log-ratio averaged over all agent tokens of the trajectory at once.
+        turn_advantage_l2 (`float`, *optional*, defaults to `0.0`):
+            Coefficient of the mean squared per-turn advantage added to the loss (`losses.turn_advantage_penalty`).
+            0 is the paper's loss. The Bradley-Terry loss constrains only each trajectory's sum of turn advantages,
+            so credit can settle on turns that merely follow the decisive one; 0.1 keeps it on the decisive turn in
+            `tests/test_learning_critic.py`.
 
         > Parameters that control the critic's input
 
@@ -87,6 +92,8 @@ class SweetCriticConfig(DPOConfig):
         metadata={"help": "Trajectory score: 'per_turn_sum' (paper) or 'trajectory_mean' (released code).",
                   "choices": ["per_turn_sum", "trajectory_mean"]},
     )
+    turn_advantage_l2: float = field(
+        default=0.0, metadata={"help": "Coefficient of the per-turn advantage penalty (0: the paper's loss)."})
 
     # Critic input
     use_privileged: bool = field(default=True, metadata={"help": "Whether the critic reads c before the dialogue."})
@@ -125,6 +132,8 @@ class SweetCriticConfig(DPOConfig):
         if self.score_normalization not in ("per_turn_sum", "trajectory_mean"):
             raise ValueError(f"score_normalization must be 'per_turn_sum' or 'trajectory_mean', "
                              f"not {self.score_normalization!r}")
+        if not self.turn_advantage_l2 >= 0:
+            raise ValueError(f"turn_advantage_l2 must be >= 0, got {self.turn_advantage_l2}")
         unsupported = {
             "loss_type": self.loss_type != ["sigmoid"],
             "ld_alpha": self.ld_alpha is not None,

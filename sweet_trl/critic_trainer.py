@@ -144,11 +144,16 @@ class SweetCriticTrainer(DPOTrainer):
         processing_class: the tokenizer (with the chat template); loaded from ``model`` when omitted.
         quantization_config: ``BitsAndBytesConfig`` for QLoRA, with ``model`` given as an id or path.
         peft_config: e.g. ``peft.LoraConfig``; the reference is then the base model with adapters disabled.
+        turn_advantage_l2: coefficient of ``losses.turn_advantage_penalty`` (the mean squared per-turn advantage)
+            added to the loss; 0 (the default, the paper's loss) leaves it out. The loss constrains only each
+            trajectory's sum of turn advantages, so without it credit can settle on turns that merely follow the
+            decisive one, and turns that take no part in a pair drift (see ``tests/test_learning_critic.py``).
+            Defaults to ``args.turn_advantage_l2`` (``SweetCriticConfig``).
 
-    Logged metrics (averaged over the steps of each logging window, ``eval_`` prefix in evaluation):
-    ``pair_accuracy``, ``margin`` (beta x score difference), ``scores/chosen``, ``scores/rejected``,
-    ``advantages/{chosen,rejected}`` (mean turn advantage), ``advantages/{min,max,std}``,
-    ``turns/{chosen,rejected}`` (agent turns per trajectory) and ``num_tokens``.
+    Logged metrics (``eval_`` prefix in evaluation): ``pair_accuracy``, ``margin`` (beta x score difference),
+    ``scores/chosen`` and ``scores/rejected`` are means over the pairs of each logging window (or of the whole
+    evaluation set); ``advantages/{chosen,rejected}`` (mean turn advantage), ``advantages/{min,max,std}`` and
+    ``turns/{chosen,rejected}`` (agent turns per trajectory) are averaged over its steps; ``num_tokens``.
     """
 
     _tag_names = ["trl", "sweet-rl", "critic"]
@@ -168,6 +173,7 @@ class SweetCriticTrainer(DPOTrainer):
         optimizers: tuple = (None, None),
         quantization_config: Any = None,
         peft_config: Any = None,
+        turn_advantage_l2: float | None = None,
     ):
         if args is None:
             name = model if isinstance(model, str) else get_config_model_id(model.config)
@@ -177,6 +183,11 @@ class SweetCriticTrainer(DPOTrainer):
         if train_dataset is None:
             raise ValueError("train_dataset is required: critic pairs from sweet_trl.pairs.critic_pair_dataset")
         require_rows(train_dataset, "train critic pairs")  # DPOTrainer reads a first row before anything else
+        if turn_advantage_l2 is None:
+            turn_advantage_l2 = getattr(args, "turn_advantage_l2", 0.0)
+        if not turn_advantage_l2 >= 0:
+            raise ValueError(f"turn_advantage_l2 must be >= 0, got {turn_advantage_l2}")
+        self.turn_advantage_l2 = float(turn_advantage_l2)
         self.critic_format = args.critic_input_format()
         self.data_report: dict[str, dict[str, Any]] = {}
         if processing_class is None:
@@ -278,14 +289,20 @@ class SweetCriticTrainer(DPOTrainer):
         scores = losses.trajectory_scores(turn_logps, ref_turn_logps, counts, self.args.score_normalization)
         chosen_scores, rejected_scores = scores.chunk(2)
         loss, metrics = losses.preference_loss(chosen_scores, rejected_scores, self.beta)
+        if self.turn_advantage_l2:
+            penalty = losses.turn_advantage_penalty(losses.turn_advantages(turn_logps, ref_turn_logps, counts), counts)
+            loss = loss + self.turn_advantage_l2 * penalty
+            self._metrics[mode]["turn_advantage_penalty"].append(self.accelerator.gather(penalty.detach()).mean().item())
         advantages = losses.turn_advantages(turn_logps.detach(), ref_turn_logps, counts)
         self._log_critic_metrics(mode, metrics, advantages, counts, inputs)
         return (loss, None) if return_outputs else loss
 
     def _log_critic_metrics(self, mode, metrics, advantages, counts, inputs):
         gather = self.accelerator.gather_for_metrics
+        # One entry per pair, not one mean per batch: DPOTrainer.log averages the entries, and a short last batch
+        # must weigh by its pairs (held-out accuracy is then the fraction of held-out pairs ranked right).
         for key, value in metrics.items():
-            self._metrics[mode][key].append(gather(value).float().mean().item())
+            self._metrics[mode][key].extend(gather(value).float().tolist())
         # Ranks hold different numbers of turns, so only fixed-size statistics are gathered
         has_turn = counts > 0
         chosen_has, rejected_has = has_turn.chunk(2)
@@ -326,6 +343,7 @@ class SweetCriticTrainer(DPOTrainer):
             "input_format": self.critic_format.to_dict(),
             "score_normalization": self.args.score_normalization,
             "beta": self.beta,
+            "turn_advantage_l2": self.turn_advantage_l2,
             "peft": is_peft_model(self.accelerator.unwrap_model(self.model)),
             # a full fine-tune needs its initial model as reference; a PEFT adapter records its own base model
             "reference_model": self._reference_model_id,
@@ -354,6 +372,7 @@ class SweetCriticTrainer(DPOTrainer):
             eval_metrics.update({k: v for k, v in entry.items() if k.startswith("eval_")})
         settings = {
             "beta": self.beta, "score_normalization": self.args.score_normalization,
+            "turn_advantage_l2": self.turn_advantage_l2,
             "learning_rate": self.args.learning_rate, "num_train_epochs": self.args.num_train_epochs,
             "global_batch_size": self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps
             * self.args.world_size,

@@ -160,6 +160,10 @@ def collaborative_trajectories(
     shared_context: bool = True,
     details: tuple[str, ...] = DETAILS,
     failure: str = "wrong_detail",
+    fillers: tuple[str, ...] = FILLERS,
+    answers: tuple[str, ...] = ANSWERS,
+    descriptions: tuple[str, ...] | None = None,
+    names: tuple[str, ...] | None = None,
 ) -> list[dict[str, Any]]:
     """ColBench-style trajectory records where only one agent turn decides the reward.
 
@@ -171,6 +175,11 @@ def collaborative_trajectories(
     depend on the reward. Trajectories alternate success and failure per task. With ``shared_context=True`` the
     trajectories of a task share fillers, their order, the decisive position and the answer. Each record carries
     ``decisive_turn`` (0-based agent turn index) for evaluating credit assignment.
+
+    ``fillers``, ``answers``, ``descriptions`` (the task's opening request; default "Write a unit converter.") and
+    ``names`` (the function name in the ground truth; default ``convert``) are the pools the dialogues and ``c`` are
+    drawn from: disjoint pools give held-out sets that share no context, filler or privileged text with training.
+    With the defaults the records are the same as before these pools existed.
     """
     if failure not in ("wrong_detail", "no_question"):
         raise ValueError(f"unknown failure kind {failure!r}")
@@ -178,27 +187,29 @@ def collaborative_trajectories(
     records = []
     for task_index in range(num_tasks):
         detail = rng.choice(details)
+        description = rng.choice(descriptions) if descriptions else "Write a unit converter."
+        name = rng.choice(names) if names else "convert"
         task = {
             "task_id": f"{task_prefix}-{task_index}",
-            "problem_description": "Write a unit converter.",
-            "ground_truth": f"def convert(value):\n    # the result is in {detail}\n    return to_{detail}(value)",
+            "problem_description": description,
+            "ground_truth": f"def {name}(value):\n    # the result is in {detail}\n    return to_{detail}(value)",
         }
         for k in range(per_task):
             success = k % 2 == 0
             context_rng = random.Random(f"{seed}/{task_index}") if shared_context else rng
             decisive = context_rng.randrange(num_agent_turns - 1)  # the last turn is always the answer
-            fillers = context_rng.sample(FILLERS, num_agent_turns - 1)
+            chosen_fillers = context_rng.sample(fillers, num_agent_turns - 1)
             if success:
                 decisive_message = decisive_question(detail)
             elif failure == "wrong_detail":
                 decisive_message = decisive_question(rng.choice([d for d in details if d != detail]))
             else:
-                decisive_message = fillers[-1]
+                decisive_message = chosen_fillers[-1]
             dialogue = [{"role": "user", "content": task["problem_description"]}]
             for turn in range(num_agent_turns - 1):
-                question = decisive_message if turn == decisive else fillers[turn]
+                question = decisive_message if turn == decisive else chosen_fillers[turn]
                 dialogue += [{"role": "assistant", "content": question}, {"role": "user", "content": "Okay, noted."}]
-            dialogue.append({"role": "assistant", "content": context_rng.choice(ANSWERS)})
+            dialogue.append({"role": "assistant", "content": context_rng.choice(answers)})
             records.append({
                 "task": task,
                 "dialogue_history": dialogue,

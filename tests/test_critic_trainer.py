@@ -1,5 +1,6 @@
-"""SweetCriticTrainer and SweetCritic on tiny CPU models: learning, credit assignment, asymmetry, bad data, PEFT,
-QLoRA, saving and the Hub card.
+"""SweetCriticTrainer and SweetCritic on tiny CPU models: the log-prob path against a plain computation, the
+metrics, a trained critic for inference and saving, bad data, PEFT, QLoRA, the Hub card. The learning claims where
+c matters (asymmetry, credit assignment, the chain to the policy), over five seeds, are in test_learning_critic.py.
 
 The tiny models start from random weights, so they train at learning rate 3e-3; the released recipe's 2e-7 is for
 8B models initialised from an instruction-tuned LLM.
@@ -15,6 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
+from helpers_learning import assert_held_out, split_trajectories
 from helpers_tiny_models import (
     DETAILS,
     FILLERS,
@@ -95,11 +97,11 @@ def plain_turn_logps(model, conversations):
     return out
 
 
-def critic_conversations(tokenizer, records):
+def critic_conversations(tokenizer, records, use_privileged=True):
     from sweet_trl.tokenization import CriticInputFormat, tokenize_critic_input
 
     return [tokenize_critic_input(tokenizer, r["dialogue_history"], r["task"]["ground_truth"],
-                                  CriticInputFormat()).conversation for r in records]
+                                  CriticInputFormat(use_privileged=use_privileged)).conversation for r in records]
 
 
 def test_forward_turn_logps_is_a_log_softmax_gather_on_padded_batches(tokenizer):
@@ -179,6 +181,47 @@ def test_critic_and_reference_scores_are_log_softmax_gathers(tokenizer):
                                                                  rel=1e-4, abs=1e-4), name
             assert details.ref_mean_logps[i] == pytest.approx(plain_turn_logps(base, [conv])[0][-1] / n,
                                                               rel=1e-4, abs=1e-4), name
+        # the reference without c (ranking "critic_minus_reference_without_c"): same candidate tokens, no c
+        without_c = critic.score_candidates(history, candidates, records[0]["task"]["ground_truth"],
+                                            return_details=True, reference_without_privileged=True)
+        assert without_c.critic_mean_logps == pytest.approx(details.critic_mean_logps, rel=1e-6), name
+        bare = critic_conversations(tokenizer, dialogues, use_privileged=False)
+        for i, conv in enumerate(bare):
+            n = conv.turn_spans[-1][1] - conv.turn_spans[-1][0]
+            assert n == details.num_tokens[i]
+            want = plain_turn_logps(base, [conv])[0][-1] / n
+            assert without_c.ref_mean_logps[i] == pytest.approx(want, rel=1e-4, abs=1e-4), name
+            assert abs(want - details.ref_mean_logps[i]) > 1e-3, name  # c does change the reference's view
+
+
+def test_eval_pair_accuracy_is_the_fraction_of_pairs_not_a_mean_of_batches(tmp_path, tokenizer):
+    """Five held-out pairs in batches of 4 and 1: the logged accuracy counts pairs (a mean of the two batch means
+    would weigh the single last pair like the four others)."""
+    import copy
+
+    from datasets import Dataset
+
+    base = tiny_causal_lm(tokenizer, seed=5)
+    critic_model = copy.deepcopy(base)
+    with torch.no_grad():  # a critic that ranks some pairs right and some wrong
+        for p in critic_model.parameters():
+            p.add_(0.05 * torch.randn_like(p, generator=torch.Generator().manual_seed(7)))
+    pairs, _ = build_critic_pairs(collaborative_trajectories(24, seed=71))
+    scorer = SweetCritic(critic_model, tokenizer, ref_model=copy.deepcopy(base))
+    chosen = scorer.trajectory_scores([p["chosen"] for p in pairs], [p["privileged"] for p in pairs])
+    rejected = scorer.trajectory_scores([p["rejected"] for p in pairs], [p["privileged"] for p in pairs])
+    right = [p for p, c, r in zip(pairs, chosen, rejected) if c > r]
+    wrong = [p for p, c, r in zip(pairs, chosen, rejected) if c <= r]
+    assert len(right) >= 2 and len(wrong) >= 3, (len(right), len(wrong))
+    held_out = wrong[:3] + right[:2]  # batches [w, w, w, r] and [r]: 2 of 5 pairs right, batch means 0.25 and 1
+    trainer = SweetCriticTrainer(critic_model, ref_model=copy.deepcopy(base),
+                                 args=make_config(tmp_path, per_device_eval_batch_size=4),
+                                 train_dataset=Dataset.from_list(held_out), eval_dataset=Dataset.from_list(held_out),
+                                 processing_class=tokenizer)
+    metrics = trainer.evaluate()
+    assert metrics["eval_pair_accuracy"] == pytest.approx(2 / 5)
+    margins = [0.1 * (c - r) for p, c, r in zip(pairs, chosen, rejected) if p in held_out]
+    assert metrics["eval_margin"] == pytest.approx(statistics.mean(margins), rel=1e-3, abs=1e-6)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -186,28 +229,34 @@ def test_critic_and_reference_scores_are_log_softmax_gathers(tokenizer):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tokenizer):
-    """A critic trained where the reward is decided by whether the agent asked about the hidden unit."""
-    kind = dict(failure="no_question", shared_context=False)
-    train_records = collaborative_trajectories(96, seed=1, **kind)
-    heldout = collaborative_trajectories(48, seed=2, task_prefix="heldout", **kind)
+    """A critic trained where failed trajectories never ask about the hidden unit (``failure="no_question"``), so
+    the dialogue alone shows which trajectory won: the easy case, c is not needed. Its held-out tasks come from
+    disjoint pools (requests, fillers, answers, privileged texts; see ``helpers_learning``). The tests below use
+    it as a trained critic for inference, saving and metrics; the learning claims where c matters, over several
+    seeds, are in ``test_learning_critic.py``."""
+    train_records, heldout = split_trajectories(96, 48, seed=1, failure="no_question", shared_context=False)
     model = tiny_causal_lm(tokenizer)
     initial = tiny_causal_lm(tokenizer)  # same seed: identical weights, kept as the reference for reloading
     trainer = SweetCriticTrainer(model, args=make_config(tmp_path_factory.mktemp("critic")),
                                  train_dataset=pairs_of(train_records), eval_dataset=pairs_of(heldout),
                                  processing_class=tokenizer)
+    assert_held_out(train_records, heldout)
+    assert_held_out(pairs_of(train_records), pairs_of(heldout))
     before = trainer.evaluate()
     trainer.train()
     after = trainer.evaluate()
     return {"trainer": trainer, "heldout": heldout, "before": before, "after": after, "initial": initial}
 
 
-def test_critic_learns_pairs_and_assigns_credit_to_the_decisive_turn(trained):
+def test_fixture_critic_ranks_held_out_pairs_where_the_text_alone_decides(trained):
+    """One seed, the no_question case: held-out accuracy and the decisive turn's credit (where c is needed, and
+    over five seeds: test_learning_critic.py)."""
     before, after = trained["before"], trained["after"]
     # the critic starts as its reference: every score is 0, so the loss is log 2 and no pair is ranked
     assert before["eval_loss"] == pytest.approx(math.log(2), abs=1e-6)
     assert before["eval_pair_accuracy"] == 0.0
     assert after["eval_pair_accuracy"] >= 0.9, after
-    assert after["eval_loss"] < 0.5 * math.log(2)
+    assert after["eval_loss"] < 0.6 * math.log(2)  # measured 0.50 log 2
     assert after["eval_margin"] > 0 and after["eval_scores/chosen"] > after["eval_scores/rejected"]
     critic = SweetCritic.from_trainer(trained["trainer"])
     successes = [r for r in trained["heldout"] if r["success"]]
@@ -317,38 +366,23 @@ def test_both_normalizations_score_the_same_turns_differently(trained):
     assert mean != pytest.approx(per_turn, rel=1e-3)
 
 
-def test_trajectory_mean_normalization_trains(tmp_path, tokenizer):
+def test_trajectory_mean_normalization_fits_its_training_pairs(tmp_path, tokenizer):
+    """Twelve steps with the released implementation's score: the loss on the training pairs falls from log 2
+    (measured 0.81 log 2; beta 0.1 keeps it slow), every training pair is ranked right, and the logged scores are
+    the critic's trajectory-mean scores (a fit, not generalisation: one seed, no held-out set)."""
     records = collaborative_trajectories(16, seed=5, failure="no_question")
+    pairs = pairs_of(records)
     trainer = SweetCriticTrainer(tiny_causal_lm(tokenizer),
-                                 args=make_config(tmp_path, score_normalization="trajectory_mean", max_steps=3),
-                                 train_dataset=pairs_of(records), processing_class=tokenizer)
+                                 args=make_config(tmp_path, score_normalization="trajectory_mean", max_steps=12),
+                                 train_dataset=pairs, eval_dataset=pairs, processing_class=tokenizer)
+    assert trainer.evaluate()["eval_loss"] == pytest.approx(math.log(2), abs=1e-6)
     trainer.train()
-    losses = [entry["train_loss"] for entry in trainer.state.log_history if "train_loss" in entry]
-    assert losses and math.isfinite(losses[0])
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Asymmetric information
-
-# two trainings of 48 steps: about 18 s on two idle cores; in the default suite because it shows why c matters
-def test_privileged_information_is_what_lets_the_critic_rank_pairs(tmp_path, tokenizer):
-    """Failed trajectories ask about the wrong unit: only a critic that reads c can tell which question was right.
-
-    With c the critic reaches >= 0.9 held-out pair accuracy; the same critic without c stays near chance, and the
-    test requires a margin of at least 0.3 between them (measured over three seeds: 1.0 with c, 0.46-0.50 without).
-    """
-    kind = dict(failure="wrong_detail", details=DETAILS[:2], shared_context=True)
-    train = pairs_of(collaborative_trajectories(128, seed=11, **kind))
-    heldout = pairs_of(collaborative_trajectories(96, seed=12, task_prefix="heldout", **kind))
-    accuracy = {}
-    for use_privileged in (True, False):
-        trainer = SweetCriticTrainer(tiny_causal_lm(tokenizer),
-                                     args=make_config(tmp_path / str(use_privileged), use_privileged=use_privileged),
-                                     train_dataset=train, eval_dataset=heldout, processing_class=tokenizer)
-        trainer.train()
-        accuracy[use_privileged] = trainer.evaluate()["eval_pair_accuracy"]
-    assert accuracy[True] >= 0.9, accuracy
-    assert accuracy[True] - accuracy[False] >= 0.3, accuracy
+    after = trainer.evaluate()
+    assert after["eval_loss"] < 0.9 * math.log(2), after
+    assert after["eval_pair_accuracy"] >= 0.9, after
+    critic = SweetCritic.from_trainer(trainer)
+    chosen = critic.trajectory_scores([r for r in records if r["success"]])
+    assert statistics.mean(chosen) == pytest.approx(after["eval_scores/chosen"], rel=1e-4)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -429,6 +463,8 @@ def test_config_rejects_dpo_options_that_would_change_the_loss(tmp_path):
             make_config(tmp_path, **bad)
     with pytest.raises(ValueError, match="score_normalization"):
         make_config(tmp_path, score_normalization="sum")
+    with pytest.raises(ValueError, match="turn_advantage_l2 must be >= 0"):
+        make_config(tmp_path, turn_advantage_l2=-0.1)
     with pytest.raises(ValueError, match="too_long"):
         make_config(tmp_path, too_long="truncate")
     defaults = SweetCriticConfig(str(tmp_path), use_cpu=True)
@@ -508,7 +544,9 @@ def test_lora_critic_uses_the_base_model_as_reference_and_reloads(tmp_path, toke
     assert len(set(shared)) == len(candidates)
 
 
-def test_qlora_critic_trains_in_4bit_on_cpu(tmp_path, tokenizer):
+def test_qlora_critic_runs_in_4bit_on_cpu_and_moves_only_its_adapter(tmp_path, tokenizer):
+    """Two steps on a 4-bit NF4 base: finite loss and advantages, the LoRA weights moved, the 4-bit base did not
+    (a smoke test of the QLoRA path; learning is shown with full models and LoRA elsewhere)."""
     from peft import LoraConfig
     from transformers import BitsAndBytesConfig
 
@@ -526,11 +564,15 @@ def test_qlora_critic_trains_in_4bit_on_cpu(tmp_path, tokenizer):
     layer = trainer.model.base_model.model.model.layers[0].self_attn.q_proj
     assert isinstance(layer.base_layer, bnb.nn.Linear4bit)
     assert trainer.ref_model is None
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
     losses = [e["train_loss"] for e in trainer.state.log_history if "train_loss" in e]
     assert losses and math.isfinite(losses[0])
+    moved = {n for n, p in trainer.model.named_parameters() if not torch.equal(p, before[n])}
+    assert moved and all("lora_" in n for n in moved) and any("lora_B" in n for n in moved)
     advantages = SweetCritic.from_trainer(trainer).advantages(records[0])
     assert len(advantages) == 3 and all(math.isfinite(a) for a in advantages)
+    assert any(abs(a) > 1e-6 for a in advantages)  # the critic differs from its reference (adapters off)
 
 
 def test_precomputed_reference_gives_the_same_training(tmp_path, tokenizer):

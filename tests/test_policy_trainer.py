@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 import statistics
 
@@ -11,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
+from helpers_learning import HELD_OUT_POOL, assert_held_out, learning_corpus, spread
 from helpers_tiny_models import (
     DETAILS,
     FILLERS,
@@ -32,19 +34,25 @@ from sweet_trl.policy_trainer import (
 SYSTEM = "You are a software engineer working with a human who wants a Python function."
 
 
-def turn_pairs(units, seed: int, count: int) -> list[dict]:
-    """Pairs where asking about a unit is preferred over a filler question, at the first or a later turn."""
+def turn_pairs(units, seed: int, count: int, pool: dict | None = None) -> list[dict]:
+    """Pairs where asking about a unit is preferred over a filler question, at the first or a later turn.
+
+    ``pool``: the requests and fillers to draw from; by default "Write a unit converter." and ``FILLERS`` (the
+    fillers of ``helpers_learning.TRAIN_POOL``); ``HELD_OUT_POOL`` gives pairs whose prompts and rejected questions
+    never occur in training."""
     rng = random.Random(seed)
+    fillers = pool["fillers"] if pool else FILLERS
     rows = []
     for _ in range(count):
-        prompt = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Write a unit converter."}]
+        request = rng.choice(pool["descriptions"]) if pool else "Write a unit converter."
+        prompt = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": request}]
         if rng.random() < 0.5:
-            prompt += [{"role": "assistant", "content": rng.choice(FILLERS)},
+            prompt += [{"role": "assistant", "content": rng.choice(fillers)},
                        {"role": "user", "content": "Okay, noted."}]
         rows.append({
             "prompt": prompt,
             "chosen": [{"role": "assistant", "content": decisive_question(rng.choice(units))}],
-            "rejected": [{"role": "assistant", "content": rng.choice(FILLERS)}],
+            "rejected": [{"role": "assistant", "content": rng.choice(fillers)}],
         })
     return rows
 
@@ -175,22 +183,31 @@ def test_loss_is_dpo_plus_nll_coef_times_the_chosen_nll(tmp_path):
 
 
 def test_training_raises_the_margin_on_held_out_turn_pairs(tmp_path):
-    """After training, asking about the hidden detail beats a filler question by a wider log-prob margin, also
-    for units never seen in training."""
+    """After training, asking about the hidden detail beats a filler question by a wider log-prob margin on held-out
+    pairs: units, requests and filler questions none of which is in the training pairs. Five seeds (data and
+    model); asserted on the median gain and on the median share of pairs whose margin grew. Measured, median
+    (min-max) over seeds 0-4: gain 7.4 (6.3-7.5) nats; every held-out pair's margin up in every seed."""
     from datasets import Dataset
 
-    tokenizer = tiny_tokenizer(synthetic_corpus())
-    model = tiny_causal_lm(tokenizer)
-    train, held_out = turn_pairs(DETAILS[:6], 0, 48), turn_pairs(DETAILS[6:], 1, 16)
-    before = preference_margins(model, tokenizer, held_out)
-    trainer = TurnPreferenceTrainer(model, args=fast_config(tmp_path), train_dataset=Dataset.from_list(train),
-                                    processing_class=tokenizer)
-    trainer.train()
-    after = preference_margins(trainer.model, tokenizer, held_out)
-    assert statistics.mean(after) - statistics.mean(before) > 3.0  # nats; measured about 12
-    assert sum(a > b for a, b in zip(after, before)) >= 15
-    # the reference stayed the initial policy
-    assert preference_margins(trainer.ref_model, tokenizer, held_out) == pytest.approx(before, abs=1e-4)
+    tokenizer = tiny_tokenizer(learning_corpus())
+    gains, raised = [], []
+    for seed in range(5):
+        model = tiny_causal_lm(tokenizer, seed=seed)
+        train = turn_pairs(DETAILS[:6], seed, 48)
+        held_out = turn_pairs(DETAILS[6:], 100 + seed, 16, HELD_OUT_POOL)
+        assert_held_out(train, held_out, shared_agent_texts=())
+        before = preference_margins(model, tokenizer, held_out)
+        trainer = TurnPreferenceTrainer(model, args=fast_config(tmp_path / str(seed), seed=seed),
+                                        train_dataset=Dataset.from_list(train), processing_class=tokenizer)
+        trainer.train()
+        after = preference_margins(trainer.model, tokenizer, held_out)
+        gains.append(statistics.mean(after) - statistics.mean(before))
+        raised.append(statistics.mean(a > b for a, b in zip(after, before)))
+        if seed == 0:  # the reference stayed the initial policy
+            assert preference_margins(trainer.ref_model, tokenizer, held_out) == pytest.approx(before, abs=1e-4)
+    print(f"margin gain {spread(gains)} {gains}; pairs raised {spread(raised)} {raised}")
+    assert statistics.median(gains) > 3.0, spread(gains)  # nats
+    assert statistics.median(raised) >= 0.9, spread(raised)
 
 
 def test_lora_trains_an_adapter_only(tmp_path):
@@ -200,7 +217,8 @@ def test_lora_trains_an_adapter_only(tmp_path):
 
     path = save_tiny_model(tmp_path / "base", extra_corpus=synthetic_corpus())
     tokenizer = tiny_tokenizer(synthetic_corpus())
-    held_out = turn_pairs(DETAILS[6:], 1, 8)
+    held_out = turn_pairs(DETAILS[6:], 1, 8, HELD_OUT_POOL)
+    assert_held_out(turn_pairs(DETAILS[:6], 0, 32), held_out, shared_agent_texts=())
     model_config = ModelConfig(model_name_or_path=path, use_peft=True, lora_r=8, lora_alpha=16,
                                lora_target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
     output = train_turn_preference(fast_config(tmp_path, learning_rate=5e-3), turn_pairs(DETAILS[:6], 0, 32),
@@ -217,8 +235,10 @@ def test_lora_trains_an_adapter_only(tmp_path):
             preference_margins(base, tokenizer, held_out), abs=1e-4)
 
 
-def test_qlora_trains_a_lora_adapter_on_a_4bit_base_on_cpu(tmp_path):
-    """bitsandbytes 0.50 quantizes to 4-bit NF4 and runs its kernels on CPU, so QLoRA runs here for real."""
+def test_qlora_updates_only_a_lora_adapter_on_a_4bit_base_on_cpu(tmp_path):
+    """bitsandbytes 0.50 quantizes to 4-bit NF4 and runs its kernels on CPU, so QLoRA runs here for real: the base
+    is 4-bit, only LoRA weights train, the loss is finite and the last logged training margin is positive (a smoke
+    test of the QLoRA path; learning on held-out pairs is shown with full models and LoRA)."""
     pytest.importorskip("bitsandbytes")
     from bitsandbytes.nn import Linear4bit
     from datasets import Dataset
@@ -243,7 +263,7 @@ def test_qlora_trains_a_lora_adapter_on_a_4bit_base_on_cpu(tmp_path):
     trainable = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
     result = trainer.train()
-    assert result.training_loss == pytest.approx(result.training_loss) and result.training_loss > 0  # finite
+    assert math.isfinite(result.training_loss) and result.training_loss > 0
     moved = [n for n, p in trainer.model.named_parameters() if n in trainable and not torch.equal(p, trainable[n])]
     assert any("lora_B" in n for n in moved)
     assert trainer.state.log_history[-2]["rewards/margins"] > 0

@@ -163,7 +163,8 @@ def fake_critic(calls):
 
 
 @pytest.mark.parametrize("ranking, top", [("critic_minus_policy_logprob", {0, 1, 2, 3}),
-                                          ("critic_advantage", {4, 5, 6, 7})])
+                                          ("critic_advantage", {4, 5, 6, 7}),
+                                          ("critic_minus_reference_without_c", {4, 5, 6, 7})])
 def test_both_rankings_on_hand_made_scores(tmp_path, ranking, top):
     calls = []
     config = TurnPairsConfig(ranking=ranking, seed=3)
