@@ -8,7 +8,9 @@ tick of the previous clean-up), each followed by an answer that looks for them.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +22,7 @@ def look():
     found = sorted(os.listdir('.'))
     for folder in PLACES:
         try:
-            found += [folder + '/' + name for name in os.listdir(folder) if name != 'work']
+            found += [folder + '/' + name for name in os.listdir(folder) if name not in KEEP]
         except OSError:
             pass
     for kind in ('shm', 'sem', 'msg'):
@@ -37,7 +39,11 @@ def _look(grader: Grader) -> str:
     """An answer listing what is left: the work directory and IPC objects, and inside bubblewrap
     (where they are the sandbox's own, not the host's) /tmp, /dev/shm and /dev/mqueue."""
     places = ("/tmp", "/dev/shm", "/dev/mqueue") if grader.sandbox_mode == "bwrap" else ()
-    return LOOK_SOURCE.replace("PLACES", repr(places))
+    # The sandbox's work directory, and the host folders it shows read-only when they live under /tmp (a checkout
+    # or a virtual environment there): these are there for every answer, not left by one.
+    keep = {"work"} | {Path(p).resolve().parts[2] for p in (Path(__file__).parents[1], sys.prefix)
+                       if Path(p).resolve().parts[1:2] == ("tmp",) and len(Path(p).resolve().parts) > 2}
+    return LOOK_SOURCE.replace("PLACES", repr(places)).replace("KEEP", repr(sorted(keep)))
 
 
 EMPTY = "def look():\n    return []\n"
