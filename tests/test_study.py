@@ -184,8 +184,19 @@ def test_study_trains_every_method_and_evaluates_them_on_the_same_tasks(tiny_stu
         assert entry["tests_passed_ci"][0] <= entry["tests_passed"] <= entry["tests_passed_ci"][1]
         assert set(entry["parts"]) == {"seen", "unseen"}
         assert entry["parts"]["seen"]["tasks"] + entry["parts"]["unseen"]["tasks"] == 5
-        task_sets.add(frozenset(r["task_id"] for r in _per_task(run, results, name)))
+        rows = _per_task(run, results, name)
+        task_sets.add(frozenset(r["task_id"] for r in rows))
+        # each entry is computed from its own evaluation's episodes (the ablation's and round 2's are in sub-folders)
+        episodes = {r["task_id"]: r for r in rows}
+        assert sum(r["episodes"] for r in episodes.values()) == entry["episodes"], name
+        evaluated = json.loads((run / {"sweet_no_privileged": "no_privileged", "sweet_round2": "round2"}.get(name, ".")
+                                / "evaluate" / ("sweet" if name.startswith("sweet") else name) / "per_task.json")
+                               .read_text())
+        assert rows == evaluated, name
     assert len(task_sets) == 1  # paired: the same tasks for every policy
+    folders = {s["stage"]: s["dir"] for s in results["stages"]}
+    assert folders["evaluate/sweet_no_privileged"] == "no_privileged/evaluate/sweet"
+    assert folders["evaluate/sweet_round2"] == "round2/evaluate/sweet" and folders["evaluate/sweet"] == "evaluate/sweet"
     comparisons = results["comparisons"]
     assert {"sweet - zero_shot", "sweet - sweet_no_privileged", "sweet_round2 - sweet (round 1)"} <= set(comparisons)
     assert any(label.startswith("sweet - best baseline") for label in comparisons)
@@ -196,8 +207,7 @@ def test_study_trains_every_method_and_evaluates_them_on_the_same_tasks(tiny_stu
 
 def _per_task(run, results, name):
     stage = next(s for s in results["stages"] if s["stage"] == f"evaluate/{name}")
-    folder = {"sweet_no_privileged": run / "no_privileged", "sweet_round2": run / "round2"}.get(name, run)
-    return json.loads((folder / stage["dir"] / "per_task.json").read_text())
+    return json.loads((run / stage["dir"] / "per_task.json").read_text())
 
 
 def test_the_ablation_shares_collection_and_trains_its_critic_without_c(tiny_study):

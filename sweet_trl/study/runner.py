@@ -87,6 +87,9 @@ class Study:
         args = self._parse(name, ["--run_dir", str(run_dir), *extra])
         print(f"\n=== {key or name} ===", file=self.out, flush=True)
         marker = run_stage(STAGES[name], args, stream=self.out)
+        # A marker's "dir" is relative to the run it ran in; the ablation and later rounds run in sub-folders, so
+        # the study keeps it relative to its own run_dir (else their evaluations would be read from the main run).
+        marker = {**marker, "dir": os.path.relpath(Path(run_dir) / marker["dir"], self.run_dir)}
         self.markers[key or name] = marker
         return marker
 
