@@ -20,3 +20,14 @@ def colbench_data() -> Path:
     if not (COLBENCH_DATA / "backend_dev.jsonl").exists():
         pytest.skip(f"real ColBench rows not found at {COLBENCH_DATA} (set COLBENCH_DATA to their folder)")
     return COLBENCH_DATA
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Torch on one thread for a module: test runs share two cores, and OpenMP threads spinning against each other
+    make tiny models many times slower. Modules opt in with ``pytestmark = pytest.mark.usefixtures(...)``."""
+    torch = pytest.importorskip("torch")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)

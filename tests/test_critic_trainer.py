@@ -14,6 +14,7 @@ import statistics
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 pytest.importorskip("trl")
 
 from helpers_learning import assert_held_out, split_trajectories
@@ -34,15 +35,6 @@ from sweet_trl.critic_trainer import SweetCriticTrainer
 from sweet_trl.pairs import build_critic_pairs, critic_pair_dataset
 
 TEST_LR = 3e-3
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Several test runs share two cores; OpenMP threads spinning against each other make tiny models ~30x slower.
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 from helpers_trl import human_suffix_ids, overfit, qwen_tokenizer, render_ids, tiny_qwen, tool_suffix_ids
 
@@ -28,15 +29,6 @@ QUESTION = "What should the function return?"
 RIGHT, WRONG = "b-016-curve-scores", "b-015-taxi-fare"
 WRONG_ANSWER = "def taxi_fare(distance_km, minutes, night=False):\n    return 8.0"
 THANKS = "Thank you."
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Two threads on two busy cores are many times slower than one for a model this small."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ import statistics
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 pytest.importorskip("trl")
 
 from helpers_learning import (
@@ -50,14 +51,6 @@ TRAINING = dict(learning_rate=5e-3, num_train_epochs=3, per_device_train_batch_s
 # The per-turn regulariser (SweetCriticTrainer's turn_advantage_l2): without it the decisive turn of a held-out
 # success gets the largest advantage in a median 4% of cases (chance 33%); see test_the_decisive_turn_gets_...
 TURN_ADVANTAGE_L2 = 0.1
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="module")
