@@ -48,6 +48,7 @@ The package, one job per module:
 
 * :mod:`.words`: text into word stems, with the synonyms a question may use.
 * :mod:`.facts`: what a fact is, and the knowledge built from one reference.
+* :mod:`.vocabulary`: what operators, builtins and methods are called in words.
 * :mod:`.phrasing`: expressions said in plain words.
 * :mod:`.syntax`: small readings of the syntax tree (names changed, checks that return).
 * :mod:`.shapes`: what each input looks like, from how the code uses it.

@@ -17,22 +17,11 @@ from colbench_gym.simulators.offline_backend.phrasing import (
 )
 from colbench_gym.simulators.offline_backend.shapes import input_shape
 from colbench_gym.simulators.offline_backend.syntax import is_blank, leaving_tests, simple_compare, target_names
+from colbench_gym.simulators.offline_backend.vocabulary import AUG_TAGS, AUG_WORDS
 from colbench_gym.simulators.offline_backend.words import word_stems
 
 # A data table is said one entry per fact, up to this many entries.
 _MAX_TABLE_FACTS = 100
-# `x += y` and its kin: what the update does, in words and as concept tags.
-_AUG_WORDS = {
-    ast.Add: "increases by", ast.Sub: "decreases by", ast.Mult: "is multiplied by",
-    ast.Div: "is divided by", ast.FloorDiv: "is divided (rounded down) by", ast.Mod: "becomes its remainder modulo",
-    ast.Pow: "is raised to the power",
-}
-_AUG_TAGS = {
-    ast.Add: ("add", "increase", "accumulate", "extra", "bonus", "plus", "total"),
-    ast.Sub: ("subtract", "decrease", "deduct", "minus", "reduce"),
-    ast.Mult: ("multiply", "scale", "factor", "percent", "rate"),
-    ast.Div: ("divide", "split", "per"),
-}
 # Methods that change the object they are called on, so `items.append(x)` defines `items`.
 _MUTATING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "remove", "pop",
                                "discard", "sort", "reverse", "clear"})
@@ -130,8 +119,8 @@ class FactBuilder:
             target = self.speaker.say(node.target, out)
             value = self.speaker.say(node.value, out)
             op = type(node.op)
-            out.tag(*_AUG_TAGS.get(op, ()))
-            phrase = _AUG_WORDS.get(op, "is updated with")
+            out.tag(*AUG_TAGS.get(op, ()))
+            phrase = AUG_WORDS.get(op, "is updated with")
             counter = isinstance(node.value, ast.Constant) and node.value.value == 1
             self._add(context, words, f"{target} {phrase} {value}", out, comment_words,
                       volunteer=1.5 if out.literals and not counter else 0.8, defines=target_names(node.target))

@@ -9,6 +9,17 @@ from collections.abc import Sequence
 
 from colbench_gym.simulators.offline_backend.facts import Collector
 from colbench_gym.simulators.offline_backend.syntax import added_terms
+from colbench_gym.simulators.offline_backend.vocabulary import (
+    BIN_TAGS,
+    BIN_WORDS,
+    BUILTINS,
+    CMP_NEGATED,
+    CMP_TAGS,
+    CMP_WORDS,
+    MATH,
+    METHODS,
+    PRECEDENCE,
+)
 from colbench_gym.simulators.offline_backend.words import word_stems
 
 # Longest expression and condition said in full; a longer one is summarised by what it is built from.
@@ -31,116 +42,6 @@ def say_identifier(name: str) -> str:
 def and_list(items: Sequence[str]) -> str:
     """['a', 'b', 'c'] -> 'a, b and c'."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-_CMP_WORDS = {
-    ast.Lt: "is less than", ast.LtE: "is at most", ast.Gt: "is more than", ast.GtE: "is at least",
-    ast.Eq: "is", ast.NotEq: "is not", ast.In: "is in", ast.NotIn: "is not in",
-    ast.Is: "is", ast.IsNot: "is not",
-}
-_CMP_NEGATED = {
-    ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.GtE: ast.Lt, ast.Eq: ast.NotEq,
-    ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is,
-}
-_CMP_TAGS = {
-    ast.Lt: ("threshold", "limit", "below", "under", "less", "maximum", "cutoff", "up"),
-    ast.LtE: ("threshold", "limit", "below", "under", "up", "maximum", "cutoff", "inclusive"),
-    ast.Gt: ("threshold", "limit", "above", "over", "more", "exceed", "minimum", "cutoff"),
-    ast.GtE: ("threshold", "limit", "above", "over", "least", "minimum", "cutoff", "inclusive"),
-}
-_BIN_WORDS = {
-    ast.Add: "plus", ast.Sub: "minus", ast.Mult: "times", ast.Div: "divided by",
-    ast.FloorDiv: "divided by", ast.Mod: "modulo",
-    ast.Pow: "to the power of", ast.MatMult: "matrix-times", ast.BitAnd: "bitwise-and",
-    ast.BitOr: "bitwise-or", ast.BitXor: "bitwise-xor", ast.LShift: "shifted left by",
-    ast.RShift: "shifted right by",
-}
-_BIN_TAGS = {
-    ast.Add: ("add", "plus", "total", "extra"), ast.Sub: ("subtract", "minus", "less", "deduct"),
-    ast.Mult: ("multiply", "times", "factor", "rate"), ast.Div: ("divide", "per", "average", "convert"),
-    ast.FloorDiv: ("divide", "whole", "integer", "floor", "down", "round"),
-    ast.Mod: ("remainder", "modulo", "divisible", "even", "odd", "every", "wrap"),
-    ast.Pow: ("power", "square", "exponent"),
-}
-# Binding strength, so 'a plus b times c' needs no parentheses but '(a plus b) times c' does.
-_PRECEDENCE = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.Div: 2, ast.FloorDiv: 2, ast.Mod: 2, ast.Pow: 3}
-# Method calls: (phrase with {obj} and {args}, concept tags).
-_METHODS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "lower": ("{obj} in lowercase", ("case", "lowercase", "insensitive", "sensitive", "capital")),
-    "casefold": ("{obj} in lowercase", ("case", "lowercase", "insensitive", "sensitive")),
-    "upper": ("{obj} in uppercase", ("case", "uppercase", "insensitive", "sensitive", "capital")),
-    "title": ("{obj} in title case", ("case", "capital", "title")),
-    "capitalize": ("{obj} with its first letter capitalised", ("case", "capital")),
-    "strip": ("{obj} with surrounding {args} removed", ("whitespace", "space", "trim", "strip")),
-    "lstrip": ("{obj} with leading {args} removed", ("whitespace", "space", "trim", "strip")),
-    "rstrip": ("{obj} with trailing {args} removed", ("whitespace", "space", "trim", "strip", "punctuation")),
-    "split": ("{obj} split on {args}", ("split", "word", "separate", "delimiter")),
-    "join": ("the items of {args} joined with {obj}", ("join", "separator", "delimiter", "comma", "combine")),
-    "replace": ("{obj} with {args} replaced", ("replace", "substitute")),
-    "startswith": ("{obj} starts with {args}", ("start", "begin", "prefix")),
-    "endswith": ("{obj} ends with {args}", ("end", "suffix")),
-    "count": ("how many times {args} occurs in {obj}", ("count", "number", "occurrence")),
-    "find": ("the position of {args} in {obj}", ("position", "find", "index")),
-    "rfind": ("the position of the last {args} in {obj}", ("position", "last", "find")),
-    "index": ("the position of {args} in {obj}", ("position", "index")),
-    "get": ("the {args} entry of {obj}", ("lookup", "table", "default")),
-    "items": ("each key and value of {obj}", ("each", "key", "value")),
-    "keys": ("the keys of {obj}", ("key",)),
-    "values": ("the values of {obj}", ("value",)),
-    "isdigit": ("{obj} is all digits", ("digit", "number", "numeric")),
-    "isnumeric": ("{obj} is numeric", ("digit", "number", "numeric")),
-    "isalpha": ("{obj} is all letters", ("letter", "alphabetic")),
-    "isalnum": ("{obj} is letters or digits", ("letter", "digit", "alphanumeric", "symbol", "punctuation")),
-    "isupper": ("{obj} is uppercase", ("uppercase", "capital", "case")),
-    "islower": ("{obj} is lowercase", ("lowercase", "case")),
-    "isspace": ("{obj} is whitespace", ("whitespace", "space")),
-    "format": ("the text {obj} filled in with {args}", ("format", "text", "message")),
-    "append": ("{args} is added to {obj}", ("add", "append", "list")),
-    "extend": ("the items of {args} are added to {obj}", ("add", "extend", "list")),
-    "pop": ("an item taken out of {obj}", ("remove",)),
-    "remove": ("{args} is removed from {obj}", ("remove",)),
-    "sort": ("{obj} is sorted", ("sort", "order")),
-    "zfill": ("{obj} padded with zeros to {args} characters", ("pad", "zero", "width")),
-    "ljust": ("{obj} padded on the right to {args} characters", ("pad", "align", "width")),
-    "rjust": ("{obj} padded on the left to {args} characters", ("pad", "align", "width")),
-    "center": ("{obj} centred in {args} characters", ("pad", "center", "width")),
-}
-# Builtins: (phrase with {0}, {1}, {args}; concept tags).
-_BUILTINS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "len": ("the length of {0}", ("length", "count", "number", "many", "size", "long")),
-    "sum": ("the sum of {0}", ("sum", "total", "add")),
-    "abs": ("the absolute value of {0}", ("absolute", "negative", "difference")),
-    "int": ("{0} as a whole number (fraction dropped)", ("integer", "whole", "truncate", "int")),
-    "float": ("{0} as a decimal number", ("float", "decimal")),
-    "str": ("{0} as text", ("text", "string")),
-    "bool": ("whether {0} is set", ("boolean",)),
-    "list": ("{0} as a list", ("list",)),
-    "tuple": ("{0} as a tuple", ("tuple",)),
-    "set": ("the distinct items of {0}", ("unique", "distinct", "duplicate")),
-    "dict": ("{args} as a mapping", ("mapping", "dictionary")),
-    "reversed": ("{0} in reverse order", ("reverse", "order")),
-    "enumerate": ("each position and item of {0}", ("each", "position", "index")),
-    "zip": ("matching items of {args}", ("pair", "each")),
-    "any": ("any of {0} holds", ("any", "least", "one")),
-    "all": ("all of {0} hold", ("all", "every")),
-    "range": ("the numbers in range({args})", ("range", "each", "number", "times")),
-    "print": ("it prints {args}", ("print", "display")),
-    "isinstance": ("{0} is of type {1}", ("type", "kind")),
-    "type": ("the type of {0}", ("type",)),
-    "ord": ("the character code of {0}", ("code", "character")),
-    "chr": ("the character with code {0}", ("character",)),
-    "divmod": ("{0} divided by {1} with remainder", ("divide", "remainder")),
-    "pow": ("{0} to the power of {1}", ("power",)),
-    "hash": ("a hash of {0}", ("hash",)),
-}
-_MATH = {
-    "ceil": ("{0} rounded up", ("round", "up", "ceiling", "whole")),
-    "floor": ("{0} rounded down", ("round", "down", "floor", "whole")),
-    "sqrt": ("the square root of {0}", ("square", "root")),
-    "log": ("the logarithm of {args}", ("log", "logarithm")),
-    "exp": ("e to the power of {0}", ("exponential",)),
-    "pi": ("pi", ("pi",)),
-}
 
 
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
@@ -268,7 +169,7 @@ class Speaker:
         """Say ``node``, in parentheses where a reader could otherwise group it wrongly."""
         text = self._say(node, out, depth + 1)
         if isinstance(node, ast.BinOp):
-            own = _PRECEDENCE.get(type(node.op), 0)
+            own = PRECEDENCE.get(type(node.op), 0)
             if own < parent or (own == parent and right) or isinstance(node.op, ast.FloorDiv) or own == 0:
                 return f"({text})"
             return text
@@ -288,8 +189,8 @@ class Speaker:
             return say_identifier(node.id)
         if isinstance(node, ast.Attribute):
             out.name(node.attr)
-            if isinstance(node.value, ast.Name) and node.value.id == "math" and node.attr in _MATH:
-                return _MATH[node.attr][0]
+            if isinstance(node.value, ast.Name) and node.value.id == "math" and node.attr in MATH:
+                return MATH[node.attr][0]
             if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
                 return say_identifier(node.attr)
             return f"the {say_identifier(node.attr)} of {self._say(node.value, out, depth + 1)}"
@@ -364,7 +265,7 @@ class Speaker:
 
     def _binop(self, node: ast.BinOp, out: Collector, depth: int) -> str:
         op = type(node.op)
-        out.tag(*_BIN_TAGS.get(op, ()))
+        out.tag(*BIN_TAGS.get(op, ()))
         if op is ast.Mod and isinstance(node.left, (ast.Constant, ast.JoinedStr)) and isinstance(
             getattr(node.left, "value", None), str
         ):
@@ -384,12 +285,12 @@ class Speaker:
         if len(terms) >= 4:  # a long a + b + c + d reads better as a sum
             spoken = [self._paren(t, out, depth, parent=2) for t in terms]
             return "the sum of " + ", ".join(spoken[:-1]) + " and " + spoken[-1]
-        own = _PRECEDENCE.get(op, 0)
+        own = PRECEDENCE.get(op, 0)
         left = self._paren(node.left, out, depth, own)
         right = self._paren(node.right, out, depth, own, right=True)
         if op is ast.FloorDiv:
             return f"{left} divided by {right}, rounded down"
-        return f"{left} {_BIN_WORDS.get(op, 'combined with')} {right}"
+        return f"{left} {BIN_WORDS.get(op, 'combined with')} {right}"
 
     def _compare(self, left: ast.AST, ops: Sequence[ast.cmpop], comparators: Sequence[ast.AST],
                  out: Collector, depth: int) -> str:
@@ -397,12 +298,12 @@ class Speaker:
         previous = left
         for op, right in zip(ops, comparators, strict=False):
             op_type = type(op)
-            words = _CMP_WORDS.get(op_type, "compared with")
+            words = CMP_WORDS.get(op_type, "compared with")
             numeric = isinstance(right, ast.Constant) and isinstance(right.value, (int, float)) or (
                 isinstance(right, ast.UnaryOp) and isinstance(right.operand, ast.Constant)
             )
             if numeric:
-                out.tag(*_CMP_TAGS.get(op_type, ("equal", "exactly")))
+                out.tag(*CMP_TAGS.get(op_type, ("equal", "exactly")))
                 if isinstance(right, ast.Constant) and right.value == 0:
                     out.tag("zero", "negative", "positive")
                     if isinstance(previous, ast.Call) and getattr(previous.func, "id", "") == "len":
@@ -480,8 +381,8 @@ class Speaker:
                     and isinstance(node.args[0].elt, ast.Constant) and node.args[0].elt.value == 1):
                 out.tag("count", "number", "many", "how")  # sum(1 for x in xs if c): a count
                 return "the number of " + self._comprehension(None, node.args[0].generators, out, depth, "").strip()
-            if name in _BUILTINS:
-                phrase, tags = _BUILTINS[name]
+            if name in BUILTINS:
+                phrase, tags = BUILTINS[name]
                 out.tag(*tags)
                 return phrase.format(*(args + ["?", "?"]), args=", ".join(args))
             if name in ("ValueError", "TypeError", "KeyError", "IndexError", "Exception", "RuntimeError",
@@ -493,8 +394,8 @@ class Speaker:
         if isinstance(func, ast.Attribute):
             method = func.attr
             out.name(method)
-            if isinstance(func.value, ast.Name) and func.value.id == "math" and method in _MATH:
-                phrase, tags = _MATH[method]
+            if isinstance(func.value, ast.Name) and func.value.id == "math" and method in MATH:
+                phrase, tags = MATH[method]
                 out.tag(*tags)
                 return phrase.format(*(args + ["?"]), args=", ".join(args))
             obj = self._say(func.value, out, depth + 1)
@@ -515,8 +416,8 @@ class Speaker:
                     text += ", largest first"
                 out.tag("sort", "order")
                 return text
-            if method in _METHODS:
-                phrase, tags = _METHODS[method]
+            if method in METHODS:
+                phrase, tags = METHODS[method]
                 out.tag(*tags)
                 return phrase.format(obj=obj, args=", ".join(args) if args else "nothing")
             spoken = say_identifier(method)
@@ -660,7 +561,7 @@ class Speaker:
     def negate(self, test: ast.AST, out: Collector) -> str | None:
         """The opposite of a simple condition, said positively ('age is at least 18'), or None."""
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
-            flipped = _CMP_NEGATED.get(type(test.ops[0]))
+            flipped = CMP_NEGATED.get(type(test.ops[0]))
             if flipped is not None:
                 return self._compare(test.left, [flipped()], test.comparators, out, 0)
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
