@@ -15,7 +15,7 @@ _EXPORTS = {
     "SweetCritic": "sweet_trl.critic",
     "build_critic_pairs": "sweet_trl.pairs",
     "critic_pair_dataset": "sweet_trl.pairs",
-    "load_trajectories": "sweet_trl.pairs",
+    "load_trajectories": "sweet_trl.trajectories",
     "tokenize_conversation": "sweet_trl.tokenization",
     "CriticInputFormat": "sweet_trl.tokenization",
 }

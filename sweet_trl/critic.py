@@ -30,6 +30,7 @@ from sweet_trl.tokenization import (
     conversation_messages,
     tokenize_critic_input,
 )
+from sweet_trl.trajectories import Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -374,7 +375,6 @@ def _dialogue_and_privileged(trajectory: Any, privileged: str | None) -> tuple[l
     if isinstance(trajectory, Mapping):
         if "dialogue_history" not in trajectory:
             raise ValueError("a trajectory record needs 'dialogue_history'")
-        if privileged is None:
-            privileged = (trajectory.get("task") or {}).get("ground_truth")
-        return conversation_messages(trajectory["dialogue_history"]), privileged
+        record = Trajectory(trajectory)
+        return record.messages, record.privileged() if privileged is None else privileged
     return conversation_messages(trajectory), privileged

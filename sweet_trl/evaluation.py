@@ -52,7 +52,7 @@ from typing import Any
 
 from sweet_trl.generation.base import GenerationBackend, SamplingParams
 from sweet_trl.rollouts import collect
-from sweet_trl.trajectories import has_infra_error, read_trajectories
+from sweet_trl.trajectories import Trajectory, read_trajectories
 
 DEFAULT_EVAL_SAMPLING = SamplingParams(temperature=0.0, max_new_tokens=512)
 
@@ -106,12 +106,11 @@ def _kind(env_id: str, records: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _score(record: Mapping[str, Any], kind: str) -> float:
-    """The episode's reward; an infrastructure failure scores 0 (it never produced an answer)."""
-    key = "similarity" if kind == "frontend" and isinstance(record.get("similarity"), (int, float)) else "reward"
-    value = record.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return 0.0
-    return float(value)
+    """The episode's reward (a frontend episode's page similarity when it has one); an infrastructure failure
+    scores 0 (it never produced an answer)."""
+    trajectory = Trajectory(record)
+    score = trajectory.similarity if kind == "frontend" and trajectory.similarity is not None else trajectory.reward
+    return 0.0 if score is None else score
 
 
 def _declared(records: Sequence[Mapping[str, Any]], key: str) -> set[str]:
@@ -158,7 +157,7 @@ def _reference_scores(reference: Any, kind: str, records: Sequence[Mapping[str, 
     _check_comparable(records, kind, reference_records)
     scores: dict[str, list[float]] = defaultdict(list)
     for record in reference_records:
-        scores[str(record["task_id"])].append(_score(record, kind))
+        scores[Trajectory(record).task_id].append(_score(record, kind))
     return {task_id: sum(values) / len(values) for task_id, values in scores.items()}
 
 
@@ -190,7 +189,7 @@ def evaluate_records(records: Sequence[Mapping[str, Any]], env_id: str | None = 
                          "different scales means nothing; evaluate each metric's records apart")
     by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in records:
-        by_task[str(record["task_id"])].append(record)
+        by_task[Trajectory(record).task_id].append(record)
 
     reference_scores = _reference_scores(reference, kind, records) if reference is not None else None
     rows = []
@@ -203,7 +202,7 @@ def evaluate_records(records: Sequence[Mapping[str, Any]], env_id: str | None = 
             "success_rate": sum(bool(r.get("success")) for r in episodes) / len(episodes),
             "answered": sum(r.get("outcome") == "answered" for r in episodes) / len(episodes),
             "mean_turns": sum(int(r.get("turns") or 0) for r in episodes) / len(episodes),
-            "infra_errors": sum(has_infra_error(r) for r in episodes),
+            "infra_errors": sum(Trajectory(r).has_infra_error for r in episodes),
             "simulator_errors": sum(len(r.get("simulator_errors") or []) for r in episodes),
         }
         if kind == "frontend":
@@ -229,7 +228,7 @@ def evaluate_records(records: Sequence[Mapping[str, Any]], env_id: str | None = 
         "success_rate": sum(bool(r.get("success")) for r in records) / n,
         "answered_rate": sum(r.get("outcome") == "answered" for r in records) / n,
         "mean_turns": sum(int(r.get("turns") or 0) for r in records) / n,
-        "infra_errors": sum(has_infra_error(r) for r in records),
+        "infra_errors": sum(Trajectory(r).has_infra_error for r in records),
         "simulator_errors": sum(len(r.get("simulator_errors") or []) for r in records),
         "generated_tokens": sum(int(r.get("generated_tokens") or 0) for r in records),
     }

@@ -1,4 +1,5 @@
-"""Trajectory records: the schema, crash-safe JSONL files, ``datasets`` conversion, and original ColBench rollouts.
+"""Trajectory records: the schema and its reader :class:`Trajectory`, crash-safe JSONL files, ``datasets``
+conversion, and original ColBench rollouts.
 
 One record per episode (the original ColBench fields first, then ours)::
 
@@ -13,10 +14,15 @@ One record per episode (the original ColBench fields first, then ours)::
      "simulator_errors": [{"turn", "error"}], "policy_errors": [{"turn", "error"}],
      "policy_retries": [{"turn", "errors"}], "timing": {"seconds": float}, "policy": str}
 
+Records stay the plain dicts they are on disk; code reads them through :class:`Trajectory`, a view that
+answers what a trainer, the evaluation or the report asks of a record (task id, environment, reward,
+success, the privileged text ``c``, the dialogue, and why a trainer must leave it out).
+
 ``reward`` is ``None`` only when the episode could not be played to its end (``outcome`` is
 ``"policy_error"`` or ``"env_error"``: an infrastructure failure, not the agent's); trainers that
-read rewards skip those records, and :func:`is_infra_failure` tells them apart. An environment can
-also score an episode and flag that its grader or renderer failed; :func:`has_infra_error` covers both.
+read rewards skip those records, and :attr:`Trajectory.is_infra_failure` tells them apart. An
+environment can also score an episode and flag that its grader or renderer failed;
+:attr:`Trajectory.has_infra_error` covers both.
 
 Files are JSON Lines written one whole line at a time with ``flush`` + ``fsync``
 (:class:`TrajectoryWriter`), so a killed collector leaves at most one partial last line, which
@@ -42,6 +48,7 @@ from typing import Any
 
 from colbench_gym.envs.dialogue import ANSWER_MARKER
 from colbench_gym.tasks.schema import BackendTask, FrontendTask, TaskFormatError
+from sweet_trl.tokenization import conversation_messages
 
 logger = logging.getLogger(__name__)
 
@@ -58,19 +65,179 @@ def episode_id(task_id: str, seed: int) -> str:
     return f"{task_id}/{seed}"
 
 
+class Trajectory:
+    """One trajectory record as a type: everything the trainers, the evaluation and the report read of a record.
+
+    A view, not a copy: ``record`` is the stored dict itself (the original ColBench fields and ours), so a record
+    read from a file is written back unchanged (:meth:`to_json`) and nothing is lost between the file and a
+    trainer. Wrap what :func:`read_trajectories` returns; ``Trajectory(trajectory)`` is the same view.
+    """
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: Mapping[str, Any] | Trajectory):
+        self.record: Mapping[str, Any] = record.record if isinstance(record, Trajectory) else record
+
+    def __repr__(self) -> str:
+        return f"Trajectory(episode_id={self.episode_id!r}, reward={self.reward!r})"
+
+    def to_json(self) -> str:
+        """The record as one JSONL line (without its newline), as :class:`TrajectoryWriter` writes it."""
+        return json.dumps(json_safe(self.record), ensure_ascii=False)
+
+    # -- which episode ------------------------------------------------------------------------------
+
+    @property
+    def task(self) -> Mapping[str, Any]:
+        """The task row the episode played (``{}`` when the record has none)."""
+        return self.record.get("task") or {}
+
+    @property
+    def task_id(self) -> str:
+        """``task_id``, else ``task["task_id"]``, else the id the environments derive from the task's content
+        (:func:`task_id_of`, as :func:`read_trajectories` fills it for original ColBench rows)."""
+        task = self.task
+        task_id = self.record.get("task_id") or task.get("task_id")
+        if task_id:
+            return str(task_id)
+        if not any(str(task.get(k) or "").strip() for k in ("problem_description", "ground_truth")):
+            raise ValueError("trajectory has neither a task_id nor a task with problem_description/ground_truth")
+        return task_id_of(task)
+
+    @property
+    def episode_id(self) -> str | None:
+        value = self.record.get("episode_id")
+        return str(value) if value else None
+
+    def episode_key(self, index: int) -> str:
+        """The episode id, else ``<task id>#<index>`` (``index``: the record's position among those read), so
+        that every trajectory of a training set can be named even without an episode id."""
+        return self.episode_id or f"{self.task_id}#{index}"
+
+    @property
+    def env_id(self) -> str:
+        """The environment that played the episode: ``env_id``, else (original ColBench rows) the one its task
+        belongs to (:func:`guess_env_id`)."""
+        if self.record.get("env_id"):
+            return str(self.record["env_id"])
+        return guess_env_id(self.task)
+
+    # -- how it went -------------------------------------------------------------------------------
+
+    @property
+    def reward(self) -> float | None:
+        """The episode's reward; ``None`` when it has none (an infrastructure failure) or it is not a finite
+        number (a bool or NaN is no reward)."""
+        return _finite(self.record.get("reward"))
+
+    @property
+    def similarity(self) -> float | None:
+        """The frontend page similarity; ``None`` for backend episodes and unscored pages."""
+        return _finite(self.record.get("similarity"))
+
+    def succeeded(self, success_reward: float = 1.0) -> bool:
+        """``success`` when the record has it (ours), else ``reward >= success_reward`` (original ColBench rows).
+
+        :func:`read_trajectories` gives original ColBench rows (``source_format == "colbench"``) a ``success`` of
+        ``reward >= 1``; for them a ``success_reward`` other than 1 decides from the reward instead.
+        """
+        derived = self.record.get("source_format") == "colbench" and success_reward != 1.0
+        if isinstance(self.record.get("success"), bool) and not derived:
+            return self.record["success"]
+        reward = self.reward
+        return reward is not None and reward >= success_reward
+
+    def privileged(self, key: str = "ground_truth") -> str | None:
+        """The training-time information ``c``: ``task[key]`` (the ground truth by default), ``None`` when blank."""
+        value = self.task.get(key)
+        return value if isinstance(value, str) and value.strip() else None
+
+    # -- what was said -----------------------------------------------------------------------------
+
+    @property
+    def dialogue(self) -> list[dict[str, Any]]:
+        """The stored dialogue history, token ids and prompts included."""
+        return self.record.get("dialogue_history") or []
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        """The dialogue as ``{"role", "content"}`` messages; ``ValueError`` when a message is malformed."""
+        return conversation_messages(self.dialogue)
+
+    @property
+    def agent_messages(self) -> list[dict[str, str]]:
+        """The agent's turns, in order (``ValueError`` when the dialogue is malformed)."""
+        return [m for m in self.messages if m["role"] == "assistant"]
+
+    # -- whether it can be trained on --------------------------------------------------------------
+
+    @property
+    def is_infra_failure(self) -> bool:
+        """The episode stopped on a policy-backend or environment failure (no reward; not the agent's fault)."""
+        return self.record.get("outcome") in INFRA_OUTCOMES
+
+    @property
+    def has_infra_error(self) -> bool:
+        """An infrastructure failure anywhere in the episode: the policy backend or the environment stopped it
+        (:attr:`is_infra_failure`), or the environment scored it but says its grader or renderer failed
+        (``grader.infra_error`` for backend tasks, ``infra_error`` for frontend tasks)."""
+        if self.is_infra_failure or self.record.get("infra_error") is True:
+            return True
+        grader = self.record.get("grader")
+        return isinstance(grader, Mapping) and grader.get("infra_error") is True
+
+    @property
+    def infra_drop_reason(self) -> str | None:
+        """Why the trajectory says nothing about the agent, exactly when :attr:`has_infra_error` holds:
+        ``"infra_failure"`` (the policy backend or the environment stopped the episode), ``"grader_infra_error"``
+        (the backend grader failed) or ``"render_infra_error"`` (the frontend renderer failed); else ``None``."""
+        if not self.has_infra_error:
+            return None
+        if self.is_infra_failure:
+            return "infra_failure"
+        if self.record.get("infra_error") is True:
+            return "render_infra_error"
+        return "grader_infra_error"
+
+    @property
+    def dialogue_drop_reason(self) -> str | None:
+        """``"malformed_dialogue"`` or ``"no_agent_turn"`` when the dialogue cannot be trained on, else ``None``."""
+        try:
+            messages = self.messages
+        except ValueError:
+            return "malformed_dialogue"
+        if not any(m["role"] == "assistant" for m in messages):
+            return "no_agent_turn"
+        return None
+
+    def drop_reason(self, privileged_key: str = "ground_truth", needs_reward: bool = True) -> str | None:
+        """Why a trainer must leave this trajectory out, else ``None``; the first that applies of
+        :attr:`infra_drop_reason`, ``"no_reward"`` (when ``needs_reward``), ``"no_privileged"`` (no ``c`` in
+        ``task[privileged_key]``) and :attr:`dialogue_drop_reason`."""
+        reason = self.infra_drop_reason
+        if reason is not None:
+            return reason
+        if needs_reward and self.reward is None:
+            return "no_reward"
+        if self.privileged(privileged_key) is None:
+            return "no_privileged"
+        return self.dialogue_drop_reason
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
 def is_infra_failure(record: Mapping[str, Any]) -> bool:
-    """The episode stopped on a policy-backend or environment failure (no reward; not the agent's fault)."""
-    return record.get("outcome") in INFRA_OUTCOMES
+    """:attr:`Trajectory.is_infra_failure` of a plain record."""
+    return Trajectory(record).is_infra_failure
 
 
 def has_infra_error(record: Mapping[str, Any]) -> bool:
-    """An infrastructure failure anywhere in the episode: the policy backend or the environment stopped it
-    (:func:`is_infra_failure`), or the environment scored it but says its grader or renderer failed
-    (``grader.infra_error`` for backend tasks, ``infra_error`` for frontend tasks)."""
-    if is_infra_failure(record) or record.get("infra_error") is True:
-        return True
-    grader = record.get("grader")
-    return isinstance(grader, Mapping) and grader.get("infra_error") is True
+    """:attr:`Trajectory.has_infra_error` of a plain record."""
+    return Trajectory(record).has_infra_error
 
 
 def json_safe(value: Any) -> Any:
@@ -280,6 +447,27 @@ def read_trajectories(source: Any, dedupe: bool = True) -> list[dict[str, Any]]:
     return dedupe_latest(normalized) if dedupe else normalized
 
 
+def load_trajectories(source: Any) -> list[dict[str, Any]]:
+    """Trajectory records, normalized by :func:`read_trajectories`, from a JSONL file, a JSON list file, a folder
+    of JSONL files, a ``datasets.save_to_disk`` folder, a ``datasets.Dataset`` or an iterable of dicts.
+
+    One record per ``episode_id`` (the one written last, so a re-graded episode replaces its failed grading); a
+    partial last line of a file (an interrupted writer) is skipped; original ColBench rows get ``task_id``,
+    ``episode_id`` (``<task_id>/<repeat index>``) and ``success`` (``reward >= 1``).
+    """
+    if not isinstance(source, (str, os.PathLike)) and not hasattr(source, "to_list"):
+        source = list(source)
+        for index, record in enumerate(source):
+            if not isinstance(record, Mapping):
+                raise TypeError(f"trajectory {index} is a {type(record).__name__}, expected a dict")
+    records = read_trajectories(source, dedupe=False)
+    latest = dedupe_latest(records)
+    if len(latest) < len(records):
+        logger.info("trajectories: %d earlier records of re-run episodes replaced by their latest",
+                    len(records) - len(latest))
+    return latest
+
+
 class TrajectoryWriter:
     """Append records to a JSONL file, one fsynced line each, holding an exclusive lock while open.
 
@@ -320,7 +508,7 @@ class TrajectoryWriter:
             raise RuntimeError(f"{self.path} is being written by another collector") from None
 
     def write(self, record: Mapping[str, Any]) -> None:
-        line = json.dumps(json_safe(record), ensure_ascii=False) + "\n"
+        line = Trajectory(record).to_json() + "\n"
         try:
             data = line.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate (not Unicode) in some text: kept as a JSON escape
@@ -350,7 +538,7 @@ def write_trajectories(records: Iterable[Mapping[str, Any]], path: str | os.Path
     try:
         with temporary.open("w", encoding="utf-8") as handle:
             for record in records:
-                handle.write(json.dumps(json_safe(record), ensure_ascii=False) + "\n")
+                handle.write(Trajectory(record).to_json() + "\n")
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)

@@ -48,15 +48,8 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from colbench_gym._optional import require
-from sweet_trl.pairs import (
-    dialogue_drop_reason,
-    infra_drop_reason,
-    trajectory_privileged,
-    trajectory_reward,
-    trajectory_task_id,
-)
 from sweet_trl.tokenization import conversation_messages
-from sweet_trl.trajectories import guess_env_id, read_trajectories, repair_jsonl
+from sweet_trl.trajectories import Trajectory, read_trajectories, repair_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -193,15 +186,6 @@ def env_instructions(env_id: str, max_turns: int = 10) -> str:
     return env_class.instructions_template.format(max_turns=max_turns, marker=ANSWER_MARKER)
 
 
-def record_env_id(record: Mapping[str, Any], default: str | None = None) -> str:
-    """``default``, else the record's ``env_id``, else a guess for original ColBench records from the task."""
-    if default:
-        return default
-    if record.get("env_id"):
-        return str(record["env_id"])
-    return guess_env_id(record.get("task") or {})
-
-
 def policy_prompt(dialogue: Sequence[Mapping[str, Any]], agent_index: int, instructions: str) -> list[dict[str, str]]:
     """What the policy saw before its ``agent_index``-th message: system instructions and the dialogue so far."""
     messages = conversation_messages(dialogue)
@@ -212,31 +196,35 @@ def policy_prompt(dialogue: Sequence[Mapping[str, Any]], agent_index: int, instr
     return [{"role": "system", "content": instructions}, *history]
 
 
-def policy_conversation(record: Mapping[str, Any], env_id: str | None = None, max_turns: int = 10
+def policy_conversation(record: Mapping[str, Any] | Trajectory, env_id: str | None = None, max_turns: int = 10
                         ) -> list[dict[str, str]]:
-    """A whole trajectory as the policy's chat: its environment's system instructions, then the dialogue."""
-    dialogue = conversation_messages(record.get("dialogue_history") or [])
+    """A whole trajectory as the policy's chat: the system instructions of ``env_id`` (default: the environment
+    that played it), then the dialogue."""
+    trajectory = Trajectory(record)
+    dialogue = trajectory.messages
     if dialogue and dialogue[0]["role"] == "system":
         return dialogue
-    return [{"role": "system", "content": env_instructions(record_env_id(record, env_id), max_turns)}, *dialogue]
+    return [{"role": "system", "content": env_instructions(env_id or trajectory.env_id, max_turns)}, *dialogue]
 
 
-def _state_drop_reason(record: Mapping[str, Any], privileged_key: str) -> str | None:
-    if trajectory_privileged(record, privileged_key) is None:
+def _state_drop_reason(trajectory: Trajectory, privileged_key: str) -> str | None:
+    """:meth:`Trajectory.drop_reason` without the need for a reward (turn states are ranked by the critic), with
+    ``"no_privileged"`` before any other reason."""
+    if trajectory.privileged(privileged_key) is None:
         return "no_privileged"
-    return infra_drop_reason(record) or dialogue_drop_reason(record)
+    return trajectory.drop_reason(privileged_key, needs_reward=False)
 
 
 def turn_states_from_records(records: Iterable[Mapping[str, Any]], config: TurnPairsConfig
                              ) -> tuple[list[dict[str, Any]], StageStats]:
     """Select a seeded fraction of the trajectories and make every agent turn of each a turn state."""
-    records = list(records)
-    stats = StageStats(rows_in=len(records))
+    trajectories = [Trajectory(record) for record in records]
+    stats = StageStats(rows_in=len(trajectories))
     usable = []
-    for index, record in enumerate(records):
-        reason = _state_drop_reason(record, config.privileged_key)
+    for index, trajectory in enumerate(trajectories):
+        reason = _state_drop_reason(trajectory, config.privileged_key)
         if reason is None:
-            usable.append((index, record))
+            usable.append((index, trajectory))
         else:
             stats.dropped[f"trajectory_{reason}"] += 1
     count = min(len(usable), max(1, round(config.state_fraction * len(usable)))) if usable else 0
@@ -246,13 +234,13 @@ def turn_states_from_records(records: Iterable[Mapping[str, Any]], config: TurnP
     instructions_cache: dict[str, str] = {}
     states = []
     for position in chosen:
-        index, record = usable[position]
-        env_id = record_env_id(record, config.env_id)
+        index, trajectory = usable[position]
+        env_id = config.env_id or trajectory.env_id
         if env_id not in instructions_cache:
             instructions_cache[env_id] = env_instructions(env_id, config.max_turns)
-        task_id = trajectory_task_id(record)
-        episode_id = str(record.get("episode_id") or f"{task_id}#{index}")
-        dialogue = conversation_messages(record["dialogue_history"])
+        task_id = trajectory.task_id
+        episode_id = trajectory.episode_key(index)
+        dialogue = trajectory.messages
         agent_messages = [m for m in dialogue if m["role"] == "assistant"]
         for turn, message in enumerate(agent_messages):
             prompt = policy_prompt(dialogue, turn, instructions_cache[env_id])
@@ -266,9 +254,9 @@ def turn_states_from_records(records: Iterable[Mapping[str, Any]], config: TurnP
                 "env_id": env_id,
                 "turn": turn,
                 "prompt": prompt,
-                "privileged": trajectory_privileged(record, config.privileged_key),
+                "privileged": trajectory.privileged(config.privileged_key),
                 "original": message["content"],
-                "trajectory_reward": trajectory_reward(record),
+                "trajectory_reward": trajectory.reward,
             })
     if config.max_states is not None and len(states) > config.max_states:
         stats.dropped["state_over_max_states"] += len(states) - config.max_states

@@ -12,8 +12,8 @@ from sweet_trl.pairs import (
     critic_pair_dataset,
     load_trajectories,
     make_pair,
-    trajectory_task_id,
 )
+from sweet_trl.trajectories import Trajectory
 
 
 def record(task_id, reward, *, success=None, c="def f():\n    return 1", agent="Which unit?", episode=None, **extra):
@@ -101,12 +101,12 @@ def test_original_colbench_rollouts_without_task_ids_are_grouped_by_task_content
     rows = [record("x", 1.0), record("x", 0.0), record("y", 1.0), record("y", 0.0)]
     for row in rows:
         del row["task"]["task_id"]
-    assert trajectory_task_id(rows[0]) == trajectory_task_id(rows[1]) != trajectory_task_id(rows[2])
+    assert Trajectory(rows[0]).task_id == Trajectory(rows[1]).task_id != Trajectory(rows[2]).task_id
     pairs, stats = build_critic_pairs(rows)
-    assert stats.pairs == 2 and {p["task_id"] for p in pairs} == {trajectory_task_id(rows[0]),
-                                                                  trajectory_task_id(rows[2])}
+    assert stats.pairs == 2 and {p["task_id"] for p in pairs} == {Trajectory(rows[0]).task_id,
+                                                                  Trajectory(rows[2]).task_id}
     with pytest.raises(ValueError, match="neither a task_id"):
-        trajectory_task_id({"task": {}, "dialogue_history": []})
+        _ = Trajectory({"task": {}, "dialogue_history": []}).task_id
 
 
 def test_max_pairs_per_task_keeps_a_seeded_subset():
@@ -196,7 +196,6 @@ def test_a_regraded_episode_replaces_its_failed_grading(tmp_path):
 
 
 def test_episodes_whose_infrastructure_failed_are_dropped_and_counted():
-    from sweet_trl.pairs import infra_drop_reason
     from sweet_trl.trajectories import has_infra_error
 
     grader_failed = record("a", 0.0, success=False, grader={"infra_error": True})  # never re-graded
@@ -207,7 +206,7 @@ def test_episodes_whose_infrastructure_failed_are_dropped_and_counted():
     assert rewards_of(pairs) == [(1.0, 0.5)]  # the failed ones would have been rejected trajectories
     assert stats.dropped == {"grader_infra_error": 1, "render_infra_error": 1, "infra_failure": 1}
     for row in rows:
-        assert (infra_drop_reason(row) is not None) == has_infra_error(row)
+        assert (Trajectory(row).infra_drop_reason is not None) == has_infra_error(row)
 
 
 def test_a_partial_last_line_is_skipped(tmp_path, caplog):

@@ -90,8 +90,7 @@ def test_turn_states_leave_out_unusable_trajectories_and_read_original_colbench_
 
 
 def test_infra_drop_reason_agrees_with_has_infra_error():
-    from sweet_trl.trajectories import has_infra_error
-    from sweet_trl.turn_pairs import infra_drop_reason
+    from sweet_trl.trajectories import Trajectory, has_infra_error
 
     cases = [
         ({"infra_error": True, "reward": 0.0}, "render_infra_error"),
@@ -103,7 +102,7 @@ def test_infra_drop_reason_agrees_with_has_infra_error():
         ({"outcome": "answered", "reward": 1.0, "grader": "not a mapping"}, None),
     ]
     for record, reason in cases:
-        assert infra_drop_reason(record) == reason
+        assert Trajectory(record).infra_drop_reason == reason
         assert (reason is not None) == has_infra_error(record)
 
 

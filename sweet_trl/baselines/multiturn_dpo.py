@@ -120,18 +120,18 @@ class MultiTurnDPOConfig(_trl.DPOConfig):
 def multiturn_dpo_pairs(trajectories: Any, config: MultiTurnDPOConfig):
     """Trajectory pairs (a ``datasets.Dataset``) as whole policy conversations, without the privileged info."""
     from sweet_trl.pairs import build_critic_pairs
-    from sweet_trl.trajectories import read_trajectories
-    from sweet_trl.turn_pairs import env_instructions, infra_drop_reason, record_env_id
+    from sweet_trl.trajectories import Trajectory, read_trajectories
+    from sweet_trl.turn_pairs import env_instructions
 
     datasets = require("datasets", "hub")
-    records = [r for r in read_trajectories(trajectories) if not infra_drop_reason(r)]
-    pairs, stats = build_critic_pairs(records, **config.pair_rule_settings(),
+    kept = [t for t in map(Trajectory, read_trajectories(trajectories)) if not t.infra_drop_reason]
+    pairs, stats = build_critic_pairs([t.record for t in kept], **config.pair_rule_settings(),
                                       max_pairs_per_task=config.max_pairs_per_task, seed=config.seed)
     if not pairs:
         raise ValueError(f"no trajectory pair for multi-turn DPO: {stats.summary()}")
     env_by_task = {}
-    for record in records:
-        env_by_task.setdefault(_task_id(record), record_env_id(record, config.env_id))
+    for trajectory in kept:
+        env_by_task.setdefault(trajectory.task_id, config.env_id or trajectory.env_id)
     rows = []
     for pair in pairs:
         system = {"role": "system", "content": env_instructions(env_by_task[pair["task_id"]], config.max_turns)}
@@ -146,12 +146,6 @@ def multiturn_dpo_pairs(trajectories: Any, config: MultiTurnDPOConfig):
         })
     logger.info("multi-turn DPO pairs: %s", stats.summary())
     return datasets.Dataset.from_list(rows)
-
-
-def _task_id(record: dict[str, Any]) -> str:
-    from sweet_trl.pairs import trajectory_task_id
-
-    return trajectory_task_id(record)
 
 
 def _with_system(system: dict[str, str], dialogue: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench_gym._optional import require
-from sweet_trl.pairs import trajectory_reward, trajectory_succeeded, trajectory_task_id
 from sweet_trl.precision import default_bf16
 from sweet_trl.tokenization import ChatTemplateError, tokenize_conversation
+from sweet_trl.trajectories import Trajectory, read_trajectories
 
 logger = logging.getLogger(__name__)
 _trl = require("trl", "train")
@@ -71,12 +71,12 @@ class RejectionFinetuneConfig(_trl.SFTConfig):
         super().__post_init__()
 
 
-def keep_for_rft(record: dict[str, Any], config: RejectionFinetuneConfig) -> bool:
+def keep_for_rft(record: dict[str, Any] | Trajectory, config: RejectionFinetuneConfig) -> bool:
     """Whether a trajectory is one rejection fine-tuning imitates."""
+    trajectory = Trajectory(record)
     if config.min_reward is not None:
-        reward = trajectory_reward(record)
-        return reward is not None and reward >= config.min_reward
-    return trajectory_succeeded(record, config.success_reward)
+        return trajectory.reward is not None and trajectory.reward >= config.min_reward
+    return trajectory.succeeded(config.success_reward)
 
 
 def rft_dataset(trajectories: Any, tokenizer: Any, config: RejectionFinetuneConfig):
@@ -86,22 +86,21 @@ def rft_dataset(trajectories: Any, tokenizer: Any, config: RejectionFinetuneConf
     episode or grader failed (infrastructure, not the agent), without an agent turn, or that the chat template
     cannot split into turns are left out and counted in the log.
     """
-    from sweet_trl.trajectories import read_trajectories
-    from sweet_trl.turn_pairs import infra_drop_reason, policy_conversation
+    from sweet_trl.turn_pairs import policy_conversation
 
     datasets = require("datasets", "hub")
     records = read_trajectories(trajectories)
     dropped: Counter = Counter()
     rows = []
-    for index, record in enumerate(records):
-        if infra_drop_reason(record):
-            dropped[infra_drop_reason(record)] += 1
+    for index, trajectory in enumerate(map(Trajectory, records)):
+        if trajectory.infra_drop_reason:
+            dropped[trajectory.infra_drop_reason] += 1
             continue
-        if not keep_for_rft(record, config):
+        if not keep_for_rft(trajectory, config):
             dropped["not_successful"] += 1
             continue
         try:
-            messages = policy_conversation(record, config.env_id, config.max_turns)
+            messages = policy_conversation(trajectory, config.env_id, config.max_turns)
             if not any(m["role"] == "assistant" for m in messages):
                 dropped["no_agent_turn"] += 1
                 continue
@@ -114,9 +113,9 @@ def rft_dataset(trajectories: Any, tokenizer: Any, config: RejectionFinetuneConf
         rows.append({
             "input_ids": conversation.input_ids,
             "assistant_masks": [int(t > 0) for t in conversation.turn_ids],
-            "task_id": trajectory_task_id(record),
-            "episode_id": str(record.get("episode_id") or f"{trajectory_task_id(record)}#{index}"),
-            "reward": trajectory_reward(record),
+            "task_id": trajectory.task_id,
+            "episode_id": trajectory.episode_key(index),
+            "reward": trajectory.reward,
         })
     logger.info("rft: %d of %d trajectories kept; left out: %s", len(rows), len(records), dict(dropped))
     if not rows:

@@ -92,7 +92,7 @@ def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 
 def stage_collect(ctx: StageContext, gen: GenerationArguments, args: CollectArguments) -> StageResult:
     """Roll out the base policy on the training tasks (or import trajectories)."""
-    from sweet_trl.trajectories import read_trajectories, write_trajectories
+    from sweet_trl.trajectories import Trajectory, read_trajectories, write_trajectories
 
     out = ctx.dir / "trajectories.jsonl"
     if args.trajectories:
@@ -116,11 +116,11 @@ def stage_collect(ctx: StageContext, gen: GenerationArguments, args: CollectArgu
         del backend
         release()
         records, stats = result.records, result.stats.to_dict()
-    rewards = [r["reward"] for r in records if r.get("reward") is not None]
+    rewards = [t.reward for t in map(Trajectory, records) if t.reward is not None]
     return StageResult(
-        counts={"episodes": len(records), "tasks": len({r.get("task_id") for r in records}),
+        counts={"episodes": len(records), "tasks": len({Trajectory(r).task_id for r in records}),
                 "successes": sum(bool(r.get("success")) for r in records),
-                "infra_failures": sum(r.get("reward") is None for r in records)},
+                "infra_failures": len(records) - len(rewards)},
         metrics={"mean_reward": _mean(rewards), "success_rate": _mean([float(bool(r.get("success"))) for r in records]),
                  "mean_turns": _mean([r.get("turns", 0) for r in records])},
         outputs={"trajectories": out.name},
@@ -130,7 +130,8 @@ def stage_collect(ctx: StageContext, gen: GenerationArguments, args: CollectArgu
 
 def stage_critic_pairs(ctx: StageContext, args: CriticPairsArguments) -> StageResult:
     """Pairs of trajectories of one task with different rewards, for the critic."""
-    from sweet_trl.pairs import PAIR_RULE_PRESETS, build_critic_pairs, load_trajectories
+    from sweet_trl.pairs import PAIR_RULE_PRESETS, build_critic_pairs
+    from sweet_trl.trajectories import load_trajectories
 
     preset = PAIR_RULE_PRESETS[ctx.run.kind]
     rule = {
@@ -240,27 +241,28 @@ def _std(values: Sequence[float]) -> float:
 def _score_trajectories(ctx: StageContext, critic: Any, limit: int) -> list[dict[str, Any]]:
     """Per-turn critic advantages of some collected trajectories (tasks with both a success and a failure
     first: there the critic's credit assignment is visible), for the report."""
-    from sweet_trl.trajectories import read_trajectories
+    from sweet_trl.trajectories import Trajectory, read_trajectories
 
-    records = [r for r in read_trajectories(ctx.input_path("collect", "trajectories")) if r.get("reward") is not None]
-    by_task: dict[str, list[dict[str, Any]]] = {}
-    for record in records:
-        by_task.setdefault(record["task_id"], []).append(record)
-    contrasted = [t for t, rs in by_task.items() if len({r["reward"] for r in rs}) > 1]
-    chosen: list[dict[str, Any]] = []
-    for task_id in contrasted + [t for t in by_task if t not in contrasted]:
-        group = sorted(by_task[task_id], key=lambda r: -r["reward"])
-        for record in (group[0], group[-1]) if len(group) > 1 else group[:1]:
+    scored = [t for t in map(Trajectory, read_trajectories(ctx.input_path("collect", "trajectories")))
+              if t.reward is not None]
+    by_task: dict[str, list[Trajectory]] = {}
+    for trajectory in scored:
+        by_task.setdefault(trajectory.task_id, []).append(trajectory)
+    contrasted = [task for task, group in by_task.items() if len({t.reward for t in group}) > 1]
+    chosen: list[Trajectory] = []
+    for task_id in contrasted + [task for task in by_task if task not in contrasted]:
+        group = sorted(by_task[task_id], key=lambda t: -t.reward)
+        for trajectory in (group[0], group[-1]) if len(group) > 1 else group[:1]:
             if len(chosen) < limit:
-                chosen.append(record)
+                chosen.append(trajectory)
     rows = []
     if chosen:
-        advantages = critic.turn_advantages(chosen)
-        for record, values in zip(chosen, advantages):
+        advantages = critic.turn_advantages([t.record for t in chosen])
+        for trajectory, values in zip(chosen, advantages):
             rows.append({
-                "episode_id": record.get("episode_id"), "task_id": record.get("task_id"),
-                "reward": record.get("reward"), "success": record.get("success"),
-                "dialogue_history": [{"role": m["role"], "content": m["content"]} for m in record["dialogue_history"]],
+                "episode_id": trajectory.episode_id, "task_id": trajectory.task_id,
+                "reward": trajectory.reward, "success": trajectory.record.get("success"),
+                "dialogue_history": trajectory.messages,
                 "advantages": [None if v != v else float(v) for v in values],
             })
     _write_jsonl(ctx.dir / "trajectory_advantages.jsonl", rows)
@@ -340,6 +342,7 @@ def _render_pages(ctx: StageContext, records: Sequence[dict[str, Any]], limit: i
     """Frontend: the agent's final page and the target page as PNGs, shown side by side in the report."""
     from colbench_gym.envs.frontend import extract_html
     from colbench_gym.rendering import RendererUnavailable, shared_renderer
+    from sweet_trl.trajectories import Trajectory
 
     try:
         renderer = shared_renderer()
@@ -350,8 +353,9 @@ def _render_pages(ctx: StageContext, records: Sequence[dict[str, Any]], limit: i
     folder.mkdir(exist_ok=True)
     rows = []
     for index, record in enumerate([r for r in records if r.get("answer")][:limit]):
-        row = {"episode_id": record["episode_id"], "task_id": record["task_id"], "reward": record.get("reward")}
-        for key, html in (("agent", extract_html(record["answer"])), ("target", record["task"]["ground_truth"])):
+        trajectory = Trajectory(record)
+        row = {"episode_id": trajectory.episode_id, "task_id": trajectory.task_id, "reward": trajectory.reward}
+        for key, html in (("agent", extract_html(record["answer"])), ("target", trajectory.task["ground_truth"])):
             if not html:
                 row[f"{key}_error"] = "no HTML page in the answer"
                 continue

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sweet_trl.trajectories import Trajectory
+
 MARKER = "_COMPLETE.json"
 # Stage order for display; anything else follows alphabetically.
 STAGE_ORDER = ("collect", "critic_pairs", "train_critic", "sample_candidates", "rank", "policy_pairs",
@@ -103,12 +105,9 @@ def iter_jsonl(path: Path | None, limit: int | None = None) -> Iterator[dict[str
 
 
 def rewards_of(path: Path | None) -> list[float]:
-    rewards = []
-    for row in iter_jsonl(path):
-        value = row.get("reward")
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            rewards.append(float(value))
-    return rewards
+    """The rewards of a trajectory file's episodes (those without one, infrastructure failures, left out)."""
+    rewards = (Trajectory(row).reward for row in iter_jsonl(path))
+    return [reward for reward in rewards if reward is not None]
 
 
 def load_log_history(path: Path | None) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from sweet_trl.report import figures
 from sweet_trl.report.data import RunData, iter_jsonl, load_log_history, rewards_of
+from sweet_trl.trajectories import Trajectory
 
 EVAL_METRICS = ("tests_passed", "success_rate", "mean_similarity", "win_rate", "mean_reward", "answered_rate",
                 "mean_turns")
@@ -265,12 +266,12 @@ def _trajectories_section(data: RunData, examples: int) -> str:
 
 def _trajectory_html(row: Mapping[str, Any], scale: float) -> str:
     advantages = list(row.get("advantages", []))
-    reward = row.get("reward")
-    status = "good" if row.get("success") else ("partial" if isinstance(reward, (int, float)) and reward > 0 else "bad")
+    reward = Trajectory(row).reward
+    status = "good" if row.get("success") else ("partial" if reward is not None and reward > 0 else "bad")
     out = [
         f"<article class='trajectory' data-episode='{esc(row.get('episode_id', ''))}'>"
         f"<header>{esc(row.get('task_id', row.get('episode_id', 'trajectory')))} · reward "
-        f"<span class='{status}'>{fmt(float(reward)) if isinstance(reward, (int, float)) else '?'}</span></header>"
+        f"<span class='{status}'>{fmt(reward) if reward is not None else '?'}</span></header>"
     ]
     agent_turn = 0
     for message in row.get("dialogue_history", []):
@@ -310,7 +311,7 @@ def _renders_section(data: RunData, examples: int) -> str:
                 else:
                     images.append(f"<figure><p class='muted'>no render ({esc(row.get(key + '_error', 'missing'))})"
                                   f"</p><figcaption>{esc(label)}</figcaption></figure>")
-            similarity = row.get("reward")
+            similarity = Trajectory(row).reward
             blocks.append(
                 f"<div class='render-pair' data-episode='{esc(row.get('episode_id', ''))}'><h3>{esc(name)} · "
                 f"{esc(row.get('task_id', ''))} · similarity {fmt(similarity) if similarity is not None else '?'}</h3>"
