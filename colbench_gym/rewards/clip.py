@@ -32,12 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from colbench_gym.rewards.similarity import (
-    ImageLike,
-    ImageSimilarity,
-    SimilarityUnavailable,
-    to_pil,
-)
+from colbench_gym.rewards.base import ImageLike, ImageSimilarity, SimilarityUnavailable, to_pil
 
 DEFAULT_CLIP_MODEL = "openai/clip-vit-base-patch32"
 OPEN_CLIP_DEFAULT = ("ViT-B-32", "openai")
