@@ -116,12 +116,13 @@ def stage_collect(ctx: StageContext, gen: GenerationArguments, args: CollectArgu
         del backend
         release()
         records, stats = result.records, result.stats.to_dict()
-    rewards = [t.reward for t in map(Trajectory, records) if t.reward is not None]
+    trajectories = [Trajectory(record) for record in records]
+    rewards = [t.reward for t in trajectories if t.reward is not None]
     return StageResult(
-        counts={"episodes": len(records), "tasks": len({Trajectory(r).task_id for r in records}),
-                "successes": sum(bool(r.get("success")) for r in records),
+        counts={"episodes": len(records), "tasks": len({t.task_id for t in trajectories}),
+                "successes": sum(t.succeeded() for t in trajectories),
                 "infra_failures": len(records) - len(rewards)},
-        metrics={"mean_reward": _mean(rewards), "success_rate": _mean([float(bool(r.get("success"))) for r in records]),
+        metrics={"mean_reward": _mean(rewards), "success_rate": _mean([float(t.succeeded()) for t in trajectories]),
                  "mean_turns": _mean([r.get("turns", 0) for r in records])},
         outputs={"trajectories": out.name},
         info={"collector": stats},
@@ -261,7 +262,7 @@ def _score_trajectories(ctx: StageContext, critic: Any, limit: int) -> list[dict
         for trajectory, values in zip(chosen, advantages):
             rows.append({
                 "episode_id": trajectory.episode_id, "task_id": trajectory.task_id,
-                "reward": trajectory.reward, "success": trajectory.record.get("success"),
+                "reward": trajectory.reward, "success": trajectory.succeeded(),
                 "dialogue_history": trajectory.messages,
                 "advantages": [None if v != v else float(v) for v in values],
             })
