@@ -461,6 +461,115 @@ def test_writing_forged_frames_to_the_result_channel(grader):
     _assert_alive(grader)
 
 
+def test_forged_frames_on_every_descriptor_change_neither_score_nor_cached_reference():
+    # Graded cold (the task's reference not cached yet, so it runs just before), the answer finds its
+    # own nonce in its process and writes forged frames -- reference-like results, "start", "ready",
+    # "done", made with that nonce and with a random one -- to every descriptor it holds and to every
+    # one it can reopen through /proc/self/fd, which it also opens for reading to swallow whatever
+    # frames it can before the grader reads them. Expected outputs come from a child the answer
+    # never shares: it can break its own report, never pass, never change the cached outputs.
+    body = (
+        "import json, os, struct, sys\n"
+        "frame = sys._getframe()\n"
+        "nonces = [os.urandom(16)]\n"
+        "while frame is not None:\n"
+        "    found = frame.f_locals.get('nonce')\n"
+        "    if isinstance(found, bytes) and len(found) == 16:\n"
+        "        nonces.append(found)\n"
+        "    frame = frame.f_back\n"
+        "def pack(nonce, message):\n"
+        "    data = json.dumps(message).encode()\n"
+        "    return b'CBF1' + nonce + struct.pack('<I', len(data)) + data\n"
+        "messages = [['start'], ['ready'], ['ok', 0, 'FORGED'], ['ok', 1, 'FORGED'], ['done']]\n"
+        "forged = b''.join(pack(n, m) for n in nonces for m in messages)\n"
+        "for fd in range(64):\n"
+        "    try:\n"
+        "        os.write(fd, forged)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "for name in os.listdir('/proc/self/fd'):\n"
+        "    for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):\n"
+        "        try:\n"
+        "            fd = os.open('/proc/self/fd/' + name, flags)\n"
+        "        except OSError:\n"
+        "            continue\n"
+        "        try:\n"
+        "            if flags & os.O_WRONLY:\n"
+        "                os.write(fd, forged)\n"
+        "            else:\n"
+        "                os.read(fd, 1 << 16)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "        finally:\n"
+        "            os.close(fd)\n"
+        "return 'FORGED'"
+    )
+    hostile = _answer(body)
+    with Grader(workers=1, timeout_s=TIMEOUT_S, allow_code_execution=True) as honest:
+        honest.grade(REFERENCE, REFERENCE, TESTS)
+        expected = list(honest._cache.values())
+    for order in ((hostile, REFERENCE), (REFERENCE, hostile)):
+        with Grader(workers=2, timeout_s=TIMEOUT_S, allow_code_execution=True) as cold:
+            results = cold.grade_many([(answer, REFERENCE, TESTS) for answer in order])
+            scores = {answer: result.score for answer, result in zip(order, results)}
+            assert scores == {hostile: 0.0, REFERENCE: 1.0}, [r.to_dict() for r in results]
+            assert list(cold._cache.values()) == expected
+            assert cold.grade(REFERENCE, REFERENCE, TESTS).score == 1.0
+            assert cold.grade(hostile, REFERENCE, TESTS).score == 0.0
+            assert list(cold._cache.values()) == expected
+
+
+# The reference's output is made at run time (no constant of its code holds it); an answer reads
+# every readable page of its own process looking for it (through /proc/self/mem, or ctypes where that
+# cannot be opened), without ever holding the whole marker as one object itself.
+_OUTPUT_MARK_REFERENCE = "def solve(x):\n    parts = ['RESULT-', 'MARK-', 'e7c2a1']\n    return ''.join(parts) + str(x)\n"
+_MEMORY_SEARCH = (
+    "import ctypes, os\n"
+    "a, b = 'RESULT-MA'.encode(), 'RK-e7c2a1'.encode()\n"
+    "def has_marker(data):\n"
+    "    start = data.find(a)\n"
+    "    while start >= 0:\n"
+    "        if data[start + len(a):start + len(a) + len(b)] == b:\n"
+    "            return True\n"
+    "        start = data.find(a, start + 1)\n"
+    "    return False\n"
+    "try:\n"
+    "    mem = open('/proc/self/mem', 'rb', 0)\n"
+    "except OSError:\n"
+    "    mem = None\n"
+    "def read(start, end):\n"
+    "    if mem is None:\n"
+    "        return ctypes.string_at(start, end - start)\n"
+    "    mem.seek(start)\n"
+    "    return mem.read(end - start)\n"
+    "hits = []\n"
+    "with open('/proc/self/maps') as maps:\n"
+    "    for line in maps:\n"
+    "        fields = line.split()\n"
+    "        start, end = (int(v, 16) for v in fields[0].split('-'))\n"
+    "        if fields[1][0] != 'r' or end - start > 1 << 28 or fields[-1] in ('[vvar]', '[vsyscall]'):\n"
+    "            continue\n"
+    "        try:\n"
+    "            if has_marker(read(start, end)):\n"
+    "                hits.append(line)\n"
+    "        except (OSError, OverflowError, ValueError):\n"
+    "            pass\n"
+    "return hits or None"
+)
+
+
+def test_answer_graded_cold_finds_no_trace_of_its_references_outputs():
+    # Graded while its reference is not cached, so that the reference runs just before it. Were the
+    # reference run in the answer's own process -- even in a namespace of its own, before the answer,
+    # everything it left deleted -- its outputs would still be in freed memory (CPython does not clear
+    # it): a trial of that design on 200 real tasks recovered expected outputs from there.
+    answer = _answer(_MEMORY_SEARCH)
+    with Grader(workers=1, timeout_s=10.0, allow_code_execution=True) as cold:
+        results = cold.grade_many([(answer, _OUTPUT_MARK_REFERENCE, ONE_TEST), (answer, _OUTPUT_MARK_REFERENCE, TESTS)])
+    for result in results:
+        assert {t.detail for t in result.tests} == {"returned None"}, result.to_dict()
+
+
 def test_killing_the_parent(grader):
     body = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nreturn [x, x * 2, 'ok']"
     result = grader.grade(_answer(body), REFERENCE, TESTS)
