@@ -277,6 +277,18 @@ def test_environment_secrets_are_not_visible(monkeypatch):
     assert result.score == 0 and result.tests[0].detail == "returned None"
 
 
+# Source for hostile answers: finds the marker a + b in bytes without ever holding it as one object.
+_HAS_MARKER = (
+    "def has_marker(data):\n"
+    "    start = data.find(a)\n"
+    "    while start >= 0:\n"
+    "        if data[start + len(a):start + len(a) + len(b)] == b:\n"
+    "            return True\n"
+    "        start = data.find(a, start + 1)\n"
+    "    return False\n"
+)
+
+
 def test_reference_is_not_on_the_candidates_filesystem_or_in_its_memory(bwrap_grader, tmp_path):
     marker_a, marker_b = "REFERENCE-MARK", "ER-51d0c9"  # the whole marker never exists as one object here
     reference = f"def solve(x):\n    # {marker_a}{marker_b}\n    return True\n"
@@ -286,13 +298,7 @@ def test_reference_is_not_on_the_candidates_filesystem_or_in_its_memory(bwrap_gr
     body = (
         "import os\n"
         f"a, b = {marker_a!r}.encode(), {marker_b!r}.encode()\n"
-        "def has_marker(data):\n"
-        "    start = data.find(a)\n"
-        "    while start >= 0:\n"
-        "        if data[start + len(a):start + len(a) + len(b)] == b:\n"
-        "            return True\n"
-        "        start = data.find(a, start + 1)\n"
-        "    return False\n"
+        + _HAS_MARKER +
         "hits = []\n"
         f"for root in [{str(tmp_path)!r}, {str(project)!r}, '/work', '/root', '/home', '/tmp', os.getcwd()]:\n"
         "    for folder, dirs, files in os.walk(root):\n"
@@ -526,13 +532,7 @@ _OUTPUT_MARK_REFERENCE = "def solve(x):\n    parts = ['RESULT-', 'MARK-', 'e7c2a
 _MEMORY_SEARCH = (
     "import ctypes, os\n"
     "a, b = 'RESULT-MA'.encode(), 'RK-e7c2a1'.encode()\n"
-    "def has_marker(data):\n"
-    "    start = data.find(a)\n"
-    "    while start >= 0:\n"
-    "        if data[start + len(a):start + len(a) + len(b)] == b:\n"
-    "            return True\n"
-    "        start = data.find(a, start + 1)\n"
-    "    return False\n"
+    + _HAS_MARKER +
     "try:\n"
     "    mem = open('/proc/self/mem', 'rb', 0)\n"
     "except OSError:\n"
