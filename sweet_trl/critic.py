@@ -31,6 +31,7 @@ from sweet_trl.tokenization import (
     tokenize_critic_input,
 )
 from sweet_trl.trajectories import Trajectory
+from sweet_trl.transformers_compat import returned_cache, with_cache
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ def forward_turn_logps(model: Any, input_ids: Any, attention_mask: Any, turn_ids
     """Per-turn sums of the model's token log-probs ``[B, T]`` (one forward; logits never materialised).
 
     ``model`` must carry TRL's fused LM head (``trl.trainer.utils.add_fused_lm_head``), as trainer models do.
-    ``model_kwargs`` (``past_key_values``, ``position_ids``) continue a cached prefix.
+    ``model_kwargs`` (the cache, ``position_ids``) continue a cached prefix.
     """
     from sweet_trl.losses import sum_by_turn
 
@@ -190,7 +191,7 @@ class SweetCritic:
         if prefix_length:
             prefix = torch.tensor([conversations[0].input_ids[:prefix_length]], device=device)
             with torch.no_grad(), context():
-                prefix_cache = model(input_ids=prefix, use_cache=True).past_key_values
+                prefix_cache = returned_cache(model, model(input_ids=prefix, use_cache=True))
         results = []
         for start in range(0, len(conversations), self.batch_size):
             batch = conversations[start: start + self.batch_size]
@@ -205,7 +206,7 @@ class SweetCritic:
                 cache = copy.deepcopy(prefix_cache)
                 cache.batch_repeat_interleave(len(batch))
                 positions = torch.arange(prefix_length, prefix_length + input_ids.size(1), device=device)
-                model_kwargs = {"past_key_values": cache, "position_ids": positions.expand(len(batch), -1)}
+                model_kwargs = {**with_cache(model, cache), "position_ids": positions.expand(len(batch), -1)}
             with torch.no_grad(), context():
                 sums, _ = forward_turn_logps(model, input_ids, attention_mask, turn_ids, num_turns, **model_kwargs)
             counts = count_by_turn(turn_ids[:, 1:], num_turns)

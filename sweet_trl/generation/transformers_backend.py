@@ -26,6 +26,7 @@ from sweet_trl.generation.base import (
     cut_at_stop,
     prepare_request,
 )
+from sweet_trl.transformers_compat import with_cache
 
 EMBEDDED_ALIASES = ("embedded", "smollm2", "smollm2-135m-instruct")
 
@@ -363,7 +364,7 @@ class TransformersBackend:
                 output = self.model.generate(
                     input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
                     generation_config=config, logits_processor=LogitsProcessorList([sampler]),
-                    tokenizer=self.tokenizer if sampling.stop else None, past_key_values=cache,
+                    tokenizer=self.tokenizer if sampling.stop else None, **with_cache(self.model, cache),
                 )
                 if cache is not None and self.prefix_cache is not None:
                     self._keep_prefixes(chunk, width, cache, output.sequences[:, width:].tolist())
@@ -451,7 +452,7 @@ class TransformersBackend:
             self.prefix_cache.reused_tokens += reused
         if reused < len(head_ids):
             head = torch.tensor([head_ids[reused:]], dtype=torch.long, device=self.device)
-            self.model(input_ids=head, past_key_values=row_cache, use_cache=True, logits_to_keep=1)
+            self.model(input_ids=head, use_cache=True, logits_to_keep=1, **with_cache(self.model, row_cache))
         return row_cache
 
     def _weights_version(self) -> int:
