@@ -399,7 +399,7 @@ def rank_candidates(candidates: Any, critic: Any, config: TurnPairsConfig | None
     ``critic``: a :class:`sweet_trl.critic.SweetCritic`, or a :class:`CandidateScorer` callable
     ``(dialogue, candidates, privileged) -> [(critic_mean_logprob, reference_mean_logprob), ...]``. Adds
     ``critic_mean_logprobs``, ``reference_mean_logprobs``, ``advantages`` (critic minus reference; ``None``
-    without a reference) and ``ranking_scores``. A state whose scoring fails keeps its error in
+    without a reference), ``ranking`` (its name) and ``ranking_scores``. A state whose scoring fails keeps its error in
     ``ranking_error`` and gives no pair.
 
     An interrupted call resumes from ``<output_dir>.partial.jsonl`` only with the same ``ranking`` and critic:
@@ -414,7 +414,7 @@ def rank_candidates(candidates: Any, critic: Any, config: TurnPairsConfig | None
         rows = []
         for row in batch:
             out = {**row, "critic_mean_logprobs": [], "reference_mean_logprobs": [], "advantages": [],
-                   "ranking_scores": [], "ranking_error": None}
+                   "ranking": config.ranking, "ranking_scores": [], "ranking_error": None}
             if len(row["candidates"]) >= 2:
                 try:
                     dialogue = [m for m in row["prompt"] if m["role"] != "system"]
@@ -504,7 +504,8 @@ def turn_pairs_from_ranked(rows: Iterable[Mapping[str, Any]], config: TurnPairsC
                 "turn": row["turn"],
                 "chosen_score": scores[chosen],
                 "rejected_score": scores[rejected],
-                "ranking": config.ranking,
+                # what ordered the pair is the rank stage's choice (rows ranked before it was recorded: the config's)
+                "ranking": row.get("ranking") or config.ranking,
             })
     stats.rows_out = len(pairs)
     return pairs, stats

@@ -278,6 +278,8 @@ def test_the_prefix_cache_keeps_within_its_budget():
 def test_static_cache_falls_back_to_dynamic(tiny, monkeypatch, prefix_cache_mb):
     from transformers import StaticCache
 
+    from sweet_trl.transformers_compat import cache_argument
+
     model, tokenizer = tiny
     backend = TransformersBackend(model, tokenizer, device="cpu", prefix_cache_mb=prefix_cache_mb)
     assert backend.cache_implementation == "static"
@@ -287,7 +289,7 @@ def test_static_cache_falls_back_to_dynamic(tiny, monkeypatch, prefix_cache_mb):
 
     def picky_generate(*args, generation_config=None, **kwargs):
         static = generation_config.cache_implementation == "static" or isinstance(
-            kwargs.get("past_key_values"), StaticCache)
+            kwargs.get(cache_argument(model)), StaticCache)
         calls.append("static" if static else generation_config.cache_implementation)
         if static:
             raise ValueError("this model does not support a static cache")

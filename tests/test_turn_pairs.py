@@ -175,8 +175,10 @@ def test_both_rankings_on_hand_made_scores(tmp_path, ranking, top):
     reference = POLICY if ranking == "critic_minus_policy_logprob" else REFERENCE
     assert row["ranking_scores"] == pytest.approx([c - r for c, r in zip(CRITIC, reference)])
     assert row["advantages"] == pytest.approx([c - r for c, r in zip(CRITIC, REFERENCE)])
-    pairs = build_turn_pairs(tmp_path / "ranked", config, output_dir=tmp_path / "pairs")
+    # the pairs stage is configured apart from the rank stage: the label comes with the ranked rows
+    pairs = build_turn_pairs(tmp_path / "ranked", TurnPairsConfig(seed=3), output_dir=tmp_path / "pairs")
     assert len(pairs) == 4
+    assert set(pairs["ranking"]) == {ranking}
     for pair in pairs:
         chosen = int(pair["chosen"][0]["content"].split()[-1])
         rejected = int(pair["rejected"][0]["content"].split()[-1])
