@@ -110,6 +110,30 @@ def best_of_n_selection(rows: Sequence[Mapping[str, Any]],
     return results
 
 
+def pair_order_by_gap(rows: Sequence[Mapping[str, Any]], gaps: Sequence[float]) -> list[dict[str, Any]]:
+    """How often a pair of candidates whose ranking scores differ by more than ``gap`` puts the one with the higher
+    true reward first, among pairs whose rewards differ: what ``policy_pairs.min_score_gap`` buys.
+
+    ``rows``: ranked and graded rows (``ranking_scores`` and ``candidate_rewards``); every pair of candidates of a
+    row counts, not only those the pairs stage would draw.
+    """
+    out = []
+    for gap in gaps:
+        pairs = right = 0
+        for row in rows:
+            scores, rewards = row["ranking_scores"], row["candidate_rewards"]
+            for i in range(len(scores)):
+                for j in range(i + 1, len(scores)):
+                    values = (scores[i], scores[j], rewards[i], rewards[j])
+                    if not all(v is not None and math.isfinite(v) for v in values):
+                        continue
+                    if abs(scores[i] - scores[j]) > gap and rewards[i] != rewards[j]:
+                        pairs += 1
+                        right += (scores[i] > scores[j]) == (rewards[i] > rewards[j])
+        out.append({"gap": gap, "pairs": pairs, "ordered_right": right / pairs if pairs else None})
+    return out
+
+
 def critic_ranker(critic: Any, ranking: str) -> Callable[[Mapping[str, Any]], list[float]]:
     """A :class:`~sweet_trl.critic.SweetCritic` as a ranker: the same scores the ``rank`` stage would give."""
     from sweet_trl.turn_pairs import as_candidate_scorer, ranking_scores

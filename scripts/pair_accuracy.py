@@ -1,0 +1,81 @@
+"""How well a run's critic ranking orders answer candidates by their true reward, for several score gaps.
+
+The ``rank`` stage scores N candidates per turn state; answer-turn candidates can be graded by the environment's
+scorer against the task's reference, so each pair's order can be checked. This prints, per gap, the pairs whose
+scores differ by more than it and how many of them put the candidate that passes more tests first, plus the
+best-of-N pick against a random pick and the best candidate: the measurements behind ``policy_pairs.min_score_gap``
+in examples/configs/*_cpu.yaml.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/pair_accuracy.py runs/demo_cpu
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/pair_accuracy.py runs/study_cpu --gaps 0 0.1 0.3 --json out.json
+
+Only the last agent turn (``max_turns - 1``) is graded: a question turn's value is not the code in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def answer_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rank stage's answer-turn rows and the run settings it recorded."""
+    from sweet_trl.policy_trainer import load_rows
+
+    marker = run_dir / "rank" / "_COMPLETE.json"
+    if not marker.is_file():
+        raise SystemExit(f"{marker} not found: run the rank stage first")
+    run = json.loads(marker.read_text())["config"][0]
+    last_turn = int(run["max_turns"]) - 1
+    rows = [r for r in load_rows(run_dir / "rank" / "ranked").to_list()
+            if int(r["turn"]) == last_turn and not r.get("ranking_error") and len(r["ranking_scores"]) >= 2]
+    return rows, run
+
+
+def measure(run_dir: Path, gaps: list[float]) -> dict[str, Any]:
+    from colbench_gym.tasks.loaders import resolve_tasks
+    from sweet_trl.study.critic_eval import grade_candidates, pair_order_by_gap
+
+    rows, run = answer_rows(run_dir)
+    tasks = {task.task_id: task for task in resolve_tasks(run["train_tasks"])}
+    graded = [r for r in grade_candidates([r for r in rows if r["task_id"] in tasks], tasks)
+              if all(math.isfinite(x) for x in r["candidate_rewards"])]  # a grader failure is not a reward
+    picks = [r["candidate_rewards"][max(range(len(r["ranking_scores"])), key=r["ranking_scores"].__getitem__)]
+             for r in graded]
+    return {
+        "run_dir": str(run_dir),
+        "answer_turns": len(graded),
+        "by_gap": pair_order_by_gap(graded, gaps),
+        "mean_reward": {
+            "critic_pick": statistics.fmean(picks) if picks else None,
+            "random": statistics.fmean(statistics.fmean(r["candidate_rewards"]) for r in graded) if graded else None,
+            "best": statistics.fmean(max(r["candidate_rewards"]) for r in graded) if graded else None,
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--gaps", type=float, nargs="+", default=[0.0, 0.05, 0.1, 0.2, 0.3])
+    parser.add_argument("--json", type=Path, help="also write the result here")
+    args = parser.parse_args(argv)
+    result = measure(args.run_dir, args.gaps)
+    print(f"{result['answer_turns']} answer turns graded in {result['run_dir']}")
+    for entry in result["by_gap"]:
+        right = "-" if entry["ordered_right"] is None else f"{100 * entry['ordered_right']:.0f}%"
+        print(f"  score gap > {entry['gap']:<5}  pairs with different rewards {entry['pairs']:>5}  ordered right {right}")
+    means = {k: "-" if v is None else f"{100 * v:.1f}%" for k, v in result["mean_reward"].items()}
+    print(f"  tests passed by the pick: critic {means['critic_pick']}, random {means['random']}, best {means['best']}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
