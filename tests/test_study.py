@@ -18,7 +18,7 @@ import random
 import pytest
 from helpers_tiny_models import save_tiny_model
 
-from sweet_trl.study.critic_eval import best_of_n_selection
+from sweet_trl.study.critic_eval import best_of_n_selection, pair_order_by_gap
 from sweet_trl.study.stats import bootstrap_mean, paired_difference
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -90,6 +90,18 @@ def test_best_of_n_selection_scores_first_choices_against_chance_and_oracle():
     # a ranker that cannot score a candidate (nan) picks among those it scored
     partial = lambda row: [math.nan] + list(row["candidate_rewards"][1:])
     assert best_of_n_selection(rows[:1], {"p": partial})["rankers"]["p"]["top1"]["mean"] == 1.0
+
+
+def test_pair_order_by_gap_counts_only_pairs_the_gap_keeps_and_whose_rewards_differ():
+    rows = [{"ranking_scores": [0.9, 0.5, 0.0], "candidate_rewards": [1.0, 0.0, 0.5]},
+            {"ranking_scores": [0.2, 0.1, math.nan], "candidate_rewards": [0.0, 1.0, 1.0]},
+            {"ranking_scores": [0.3, 0.0], "candidate_rewards": [0.4, 0.4]}]
+    no_gap, mid, wide = pair_order_by_gap(rows, [0.0, 0.45, 1.0])
+    # row 1: (0.9 > 0.5, 1.0 > 0.0) right, (0.9 > 0.0, 1.0 > 0.5) right, (0.5 > 0.0, 0.0 < 0.5) wrong;
+    # row 2: (0.2 > 0.1, 0.0 < 1.0) wrong, the unscored candidate takes no part; row 3: equal rewards tell nothing
+    assert (no_gap["pairs"], no_gap["ordered_right"]) == (4, 0.5)
+    assert (mid["pairs"], mid["ordered_right"]) == (2, 0.5)  # gaps 0.9 and 0.5 are kept, 0.4 and 0.1 are not
+    assert wide == {"gap": 1.0, "pairs": 0, "ordered_right": None}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -245,6 +257,27 @@ def test_study_writes_json_report_and_critic_judgement_and_resumes(tiny_study):
     # a second call reruns nothing and gives the same numbers
     assert tiny_study["second"].count("skipped") >= 20 and "running" not in tiny_study["second"].replace(
         "running again", "")
+
+
+def test_pair_accuracy_script_grades_the_runs_answer_turns(tiny_study, tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    from sweet_trl.policy_trainer import load_rows
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "pair_accuracy.py"
+    spec = importlib.util.spec_from_file_location("pair_accuracy", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "pairs.json"
+    assert script.main([str(tiny_study["run"]), "--gaps", "0", "0.5", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    ranked = load_rows(tiny_study["run"] / "rank" / "ranked").to_list()
+    assert result["answer_turns"] == sum(int(r["turn"]) == 1 for r in ranked) > 0  # max_turns 2: turn 1 answers
+    loose, strict = result["by_gap"]
+    assert loose["pairs"] >= strict["pairs"]
+    means = result["mean_reward"]
+    assert 0.0 <= means["random"] <= means["best"] <= 1.0 and means["critic_pick"] <= means["best"]
 
 
 def test_study_refuses_bad_configurations(tmp_path):
