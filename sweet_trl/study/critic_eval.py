@@ -13,6 +13,7 @@ whose candidates differ in reward can tell critics apart, so the accuracy is ove
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -117,20 +118,18 @@ def pair_order_by_gap(rows: Sequence[Mapping[str, Any]], gaps: Sequence[float]) 
     ``rows``: ranked and graded rows (``ranking_scores`` and ``candidate_rewards``); every pair of candidates of a
     row counts, not only those the pairs stage would draw.
     """
+    # (score gap, ordered right) of every pair whose rewards differ, once; each gap then counts the pairs it keeps
+    pairs = []
+    for row in rows:
+        scored = [(s, r) for s, r in zip(row["ranking_scores"], row["candidate_rewards"])
+                  if s is not None and r is not None and math.isfinite(s) and math.isfinite(r)]
+        for (s_i, r_i), (s_j, r_j) in itertools.combinations(scored, 2):
+            if r_i != r_j:
+                pairs.append((abs(s_i - s_j), (s_i > s_j) == (r_i > r_j)))
     out = []
     for gap in gaps:
-        pairs = right = 0
-        for row in rows:
-            scores, rewards = row["ranking_scores"], row["candidate_rewards"]
-            for i in range(len(scores)):
-                for j in range(i + 1, len(scores)):
-                    values = (scores[i], scores[j], rewards[i], rewards[j])
-                    if not all(v is not None and math.isfinite(v) for v in values):
-                        continue
-                    if abs(scores[i] - scores[j]) > gap and rewards[i] != rewards[j]:
-                        pairs += 1
-                        right += (scores[i] > scores[j]) == (rewards[i] > rewards[j])
-        out.append({"gap": gap, "pairs": pairs, "ordered_right": right / pairs if pairs else None})
+        kept = [right for distance, right in pairs if distance > gap]
+        out.append({"gap": gap, "pairs": len(kept), "ordered_right": sum(kept) / len(kept) if kept else None})
     return out
 
 
