@@ -41,6 +41,10 @@ class SweetCriticConfig(DPOConfig):
             0 is the paper's loss. The Bradley-Terry loss constrains only each trajectory's sum of turn advantages,
             so credit can settle on turns that merely follow the decisive one; 0.1 keeps it on the decisive turn in
             `tests/test_learning_critic.py`.
+        share_prompt (`bool`, *optional*, defaults to `True`):
+            Run what a pair's two inputs have in common (the system prompt, `c`, the request) through the model
+            once and continue both from its key-value cache (:mod:`sweet_trl.shared_prompt`), instead of twice.
+            Same loss and gradients to float rounding.
 
         > Parameters that control the critic's input
 
@@ -94,6 +98,8 @@ class SweetCriticConfig(DPOConfig):
     )
     turn_advantage_l2: float = field(
         default=0.0, metadata={"help": "Coefficient of the per-turn advantage penalty (0: the paper's loss)."})
+    share_prompt: bool = field(
+        default=True, metadata={"help": "Run a pair's common start once and continue both inputs from its cache."})
 
     # Critic input
     use_privileged: bool = field(default=True, metadata={"help": "Whether the critic reads c before the dialogue."})

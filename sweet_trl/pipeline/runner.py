@@ -29,12 +29,12 @@ MARKER = "_COMPLETE.json"
 RUNNING = "_RUNNING.json"
 # The stages that train: the only ones that may run under ``accelerate launch``.
 TRAINING_STAGES = ("train_critic", "train_policy", "baseline_rft", "baseline_mtdpo")
-# Options that change where or how loudly a stage runs, not what it computes.
+# Options that change where, how fast or how loudly a stage runs, not what it computes.
 NOT_FINGERPRINTED = {
     "run_dir", "force", "push_to_hub", "hub_prefix", "hub_model_id", "hub_token", "hub_strategy", "hub_private_repo",
     "hub_always_push", "hub_revision", "output_dir", "logging_dir", "report_to", "disable_tqdm", "logging_steps",
     "logging_first_step", "log_level", "log_level_replica", "local_rank", "num_workers", "generation_batch_size",
-    "prefix_cache_mb",
+    "prefix_cache_mb", "share_prompt",
     "scoring_batch_size", "report_examples", "report_path", "dataloader_num_workers", "save_steps", "save_strategy",
     "save_total_limit", "run_name", "project", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id",
 }
