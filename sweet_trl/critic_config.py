@@ -44,7 +44,8 @@ class SweetCriticConfig(DPOConfig):
         share_prompt (`bool`, *optional*, defaults to `True`):
             Run what a pair's two inputs have in common (the system prompt, `c`, the request) through the model
             once and continue both from its key-value cache (:mod:`sweet_trl.shared_prompt`), instead of twice.
-            Same loss and gradients to float rounding.
+            Same loss and gradients to float rounding. With gradient checkpointing (which drops the cache) it runs
+            the plain pass.
 
         > Parameters that control the critic's input
 
