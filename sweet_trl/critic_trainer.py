@@ -50,7 +50,7 @@ from sweet_trl.critic import CRITIC_METADATA_FILE, forward_turn_logps
 from sweet_trl.critic_config import SweetCriticConfig
 from sweet_trl.model_cards import SWEET_PAPER, SWEET_PAPER_ID, sweet_model_card
 from sweet_trl.policy_trainer import require_rows
-from sweet_trl.shared_prompt import shared_prompt_backbone
+from sweet_trl.shared_prompt import SharedPromptLoss
 from sweet_trl.tokenization import CriticInputFormat, conversation_messages, tokenize_critic_input
 
 logger = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ def tokenize_pair(row: Mapping[str, Any], tokenizer: Any, fmt: CriticInputFormat
     return output
 
 
-class SweetCriticTrainer(DPOTrainer):
+class SweetCriticTrainer(SharedPromptLoss, DPOTrainer):
     """Trainer for the asymmetric turn-level critic of SWEET-RL.
 
     Args:
@@ -273,11 +273,6 @@ class SweetCriticTrainer(DPOTrainer):
         with self.accelerator.autocast():
             ref = self._reference_turn_logps(model, inputs, self._ref_turn_width)
         return ref.float().chunk(2, dim=0)
-
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        # each pair's common start (system prompt, c, request) runs once in the critic and in its reference
-        with shared_prompt_backbone([model, self.ref_model] if self.args.share_prompt else [], inputs):
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
     def _compute_loss(self, model, inputs, return_outputs):
         mode = "train" if self.model.training else "eval"

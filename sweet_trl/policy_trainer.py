@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 from colbench_gym._optional import require
 from sweet_trl.model_cards import SWEET_PAPER
 from sweet_trl.policy_config import TurnPreferenceConfig
-from sweet_trl.shared_prompt import shared_prompt_backbone
+from sweet_trl.shared_prompt import SharedPromptLoss
 
 DPOTrainer = require("trl", "train").DPOTrainer
 
@@ -57,7 +57,7 @@ def check_turn_pairs(dataset: Any, name: str = "train") -> None:
                 raise ValueError(f"{name} pair {index}: {key!r} must be exactly one assistant message")
 
 
-class TurnPreferenceTrainer(DPOTrainer):
+class TurnPreferenceTrainer(SharedPromptLoss, DPOTrainer):
     """TRL's ``DPOTrainer`` for SWEET-RL turn-level pairs, with the chosen-turn NLL term of the released recipe.
 
     The loss is DPO's sigmoid loss plus ``args.nll_coef`` times the NLL of the chosen messages (TRL's ``"sft"``
@@ -99,12 +99,6 @@ class TurnPreferenceTrainer(DPOTrainer):
         ref_model = default_reference(model, ref_model, args, kwargs.get("peft_config"))
         super().__init__(model, ref_model=ref_model, args=args, data_collator=data_collator,
                          train_dataset=train_dataset, eval_dataset=eval_dataset, **kwargs)
-
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        # TRL's loss, with each pair's prompt run once by the policy and by the reference (args.share_prompt)
-        models = [model, self.ref_model] if self.args.share_prompt else []
-        with shared_prompt_backbone(models, inputs):
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
     def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
         # TRL tokenises, then silently filters out the pairs whose prompt fills max_length: count them here.

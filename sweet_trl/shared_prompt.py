@@ -95,6 +95,15 @@ def shared_prompt_backbone(models: Iterable[Any], inputs: Mapping[str, torch.Ten
                 backbone.forward = own_forward
 
 
+class SharedPromptLoss:
+    """Mixin for a ``DPOTrainer`` subclass (listed before it): ``compute_loss`` runs with each pair's common start
+    shared by the trained model and its reference when ``args.share_prompt`` is set."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        with shared_prompt_backbone([model, self.ref_model] if self.args.share_prompt else [], inputs):
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+
 def _recomputes_activations(backbone: torch.nn.Module) -> bool:
     # transformers marks the checkpointed layers (and, in older releases, the stack); those layers drop the cache
     return backbone.training and any(getattr(m, "gradient_checkpointing", False) is True for m in backbone.modules())
