@@ -299,6 +299,8 @@ class PolicyPairsArguments:
             Pairs drawn per turn state, each an upper-half candidate (chosen) against a lower-half one.
         min_score_gap (`float`, *optional*, defaults to `0.0`):
             Keep a pair only when the ranking scores differ by more than this.
+        turns (`list[int]` or `None`, *optional*, defaults to `None`):
+            Agent turns (0 = the first message) whose states give pairs; `None`: every turn (the paper).
         pairs_seed (`int`, *optional*, defaults to `0`):
             Seed of the draws.
         push_to_hub (`bool`, *optional*, defaults to `False`):
@@ -307,6 +309,7 @@ class PolicyPairsArguments:
 
     pairs_per_turn: int = 4
     min_score_gap: float = 0.0
+    turns: list[int] | None = None
     pairs_seed: int = 0
     push_to_hub: bool = False
 

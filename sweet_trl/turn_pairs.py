@@ -113,6 +113,9 @@ class TurnPairsConfig:
         min_score_gap (`float`, *optional*, defaults to `0.0`):
             Keep a pair only when the chosen score exceeds the rejected one by more than this. Pairs of equal
             texts are never kept.
+        turns (`list[int]` or `None`, *optional*, defaults to `None`):
+            Agent turns (0 = the first message) whose states give pairs; `None`: every turn, as in the paper. The
+            other turns' states are still sampled and ranked, so a ranked run can be paired again without them.
 
         seed (`int`, *optional*, defaults to `0`):
             Seed of the state selection, the candidate sampling and the pair draws. Each state's draws depend on
@@ -133,6 +136,7 @@ class TurnPairsConfig:
     scoring_batch_size: int = 4
     pairs_per_turn: int = 4
     min_score_gap: float = 0.0
+    turns: list[int] | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -150,6 +154,8 @@ class TurnPairsConfig:
             raise ValueError("generation_batch_size and scoring_batch_size must be >= 1")
         if self.min_score_gap < 0:
             raise ValueError(f"min_score_gap must be >= 0, got {self.min_score_gap}")
+        if self.turns is not None and (not self.turns or any(int(t) != t or t < 0 for t in self.turns)):
+            raise ValueError(f"turns must be None or a non-empty list of agent turn indices >= 0, got {self.turns}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -483,6 +489,9 @@ def turn_pairs_from_ranked(rows: Iterable[Mapping[str, Any]], config: TurnPairsC
     stats = StageStats(rows_in=len(rows))
     pairs = []
     for row in rows:
+        if config.turns is not None and int(row["turn"]) not in config.turns:
+            stats.dropped["state_turn_not_trained"] += 1
+            continue
         if row.get("ranking_error"):
             stats.dropped["state_ranking_failed"] += 1
             continue

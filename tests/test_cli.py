@@ -114,6 +114,15 @@ def test_a_field_shared_with_a_trainer_config_reaches_both(tmp_path):
     assert (run.max_turns, mtdpo.max_turns, mtdpo.beta) == (6, 6, 0.3)
 
 
+def test_policy_pairs_turns_parse_from_yaml_and_command_line():
+    stage = pipeline.STAGES["policy_pairs"]
+    _run, pairs = pipeline._parse(stage, {"policy_pairs": {"turns": [1]}}, [])
+    assert pairs.turns == [1]
+    _run, pairs = pipeline._parse(stage, {}, ["--turns", "0", "2"])
+    assert pairs.turns == [0, 2]
+    assert pipeline._parse(stage, {}, [])[1].turns is None
+
+
 def test_configuration_errors_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match=r"unknown keys in section 'collect': \['episodes_per_tsak'\]"):
         pipeline._parse(pipeline.STAGES["collect"], {"collect": {"episodes_per_tsak": 2}}, [])

@@ -188,6 +188,22 @@ def test_both_rankings_on_hand_made_scores(tmp_path, ranking, top):
     assert json.loads((tmp_path / "pairs" / "stage_stats.json").read_text())["rows_out"] == 4
 
 
+def test_pairs_only_from_the_chosen_turns(tmp_path):
+    ranked = rank_candidates(candidate_rows(), fake_critic([]), TurnPairsConfig(seed=3))
+    answer_turn = {**ranked[0], "state_id": "ep/turn1", "turn": 1}
+    rows = [ranked[0], answer_turn]
+    assert set(build_turn_pairs(rows, TurnPairsConfig(seed=3))["turn"]) == {0, 1}
+    pairs = build_turn_pairs(rows, TurnPairsConfig(seed=3, turns=[1]), output_dir=tmp_path / "pairs")
+    assert set(pairs["state_id"]) == {"ep/turn1"} and len(pairs) == 4
+    stats = json.loads((tmp_path / "pairs" / "stage_stats.json").read_text())
+    assert stats["dropped"] == {"state_turn_not_trained": 1}
+    with pytest.raises(ValueError, match="no turn-level pair"):
+        build_turn_pairs(rows, TurnPairsConfig(turns=[2]))
+    for bad in ([], [-1], [0.5]):
+        with pytest.raises(ValueError, match="turns"):
+            TurnPairsConfig(turns=bad)
+
+
 def test_ranking_failures_are_recorded_not_raised():
     rows = candidate_rows() + [{**candidate_rows()[0], "state_id": "ep/turn1", "candidates": ["only one"],
                                 "policy_mean_logprobs": [-1.0]}]

@@ -38,6 +38,9 @@ NOT_FINGERPRINTED = {
     "scoring_batch_size", "report_examples", "report_path", "dataloader_num_workers", "save_steps", "save_strategy",
     "save_total_limit", "run_name", "project", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id",
 }
+# Options added after runs were made, at the value that computes what the runs computed before them: left out of
+# the fingerprint there, so that finished runs stay valid.
+NEUTRAL_WHEN_ADDED = {"turns": None}
 
 
 @dataclass
@@ -171,7 +174,8 @@ def _path_identity(value: str) -> Any:
 
 def _fingerprint_view(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _fingerprint_view(v) for k, v in sorted(value.items()) if k not in NOT_FINGERPRINTED}
+        return {k: _fingerprint_view(v) for k, v in sorted(value.items())
+                if k not in NOT_FINGERPRINTED and not (k in NEUTRAL_WHEN_ADDED and v == NEUTRAL_WHEN_ADDED[k])}
     if isinstance(value, (list, tuple)):
         return [_fingerprint_view(v) for v in value]
     if isinstance(value, str):

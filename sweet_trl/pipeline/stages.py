@@ -275,7 +275,7 @@ def stage_policy_pairs(ctx: StageContext, args: PolicyPairsArguments) -> StageRe
     from sweet_trl.turn_pairs import build_turn_pairs
 
     config = _turn_pairs_config(ctx.run, pairs_per_turn=args.pairs_per_turn, min_score_gap=args.min_score_gap,
-                                seed=args.pairs_seed)
+                                turns=args.turns, seed=args.pairs_seed)
     pairs = build_turn_pairs(ctx.input_path("rank", "ranked"), config, output_dir=ctx.dir / "pairs")
     gaps = [c - r for c, r in zip(pairs["chosen_score"], pairs["rejected_score"])]
     return StageResult(
