@@ -280,6 +280,33 @@ def test_pair_accuracy_script_grades_the_runs_answer_turns(tiny_study, tmp_path)
     assert 0.0 <= means["random"] <= means["best"] <= 1.0 and means["critic_pick"] <= means["best"]
 
 
+def test_compare_evaluations_script_agrees_with_the_study(tiny_study, tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "compare_evaluations.py"
+    spec = importlib.util.spec_from_file_location("compare_evaluations", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    run, results = tiny_study["run"], tiny_study["results"]
+    out = tmp_path / "compare.json"
+    zero_shot, sweet = run / "evaluate" / "zero_shot", run / "evaluate" / "sweet"
+    assert script.main([str(zero_shot), str(sweet), "--samples", "500", "--json", str(out)]) == 0
+    compared = json.loads(out.read_text())["policies"]
+    study_diff = results["comparisons"]["sweet - zero_shot"]
+    ours = compared[str(sweet)]
+    for metric in ("success", "tests_passed"):
+        scale = 100.0 if metric == "success" else 1.0  # the study keeps success as a fraction
+        assert ours[f"{metric}_minus_baseline"][0] == pytest.approx(study_diff[metric]["difference"] * scale)
+    assert ours["tests_passed"][0] == pytest.approx(results["policies"]["sweet"]["tests_passed"])
+    assert f"{metric}_minus_baseline" not in compared[str(zero_shot)]
+    # the scripted answers are never the first message's code: every episode is counted, none as a repeat
+    repeats = ours["repeats"]
+    assert repeats["episodes"] == results["policies"]["sweet"]["episodes"] and repeats["repeat_rate"] == 0.0
+    with pytest.raises(SystemExit, match="evaluation folder"):
+        script.main([str(run / "collect")])
+
+
 def test_study_refuses_bad_configurations(tmp_path):
     pytest.importorskip("trl")
     import yaml

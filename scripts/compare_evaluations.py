@@ -1,0 +1,102 @@
+"""Policies evaluated in different runs, side by side on the same tasks: intervals, paired differences, behaviour.
+
+A study compares the policies of one run. An ablation that retrains one stage in another run folder (other pairs,
+another learning rate) is compared here instead: each evaluation folder (``<run>/evaluate/<policy>``) gives success
+and tests passed per task with 95% bootstrap intervals over tasks, and every folder after the first gets its paired
+difference to the first (the folders must cover the same tasks). For backend dialogues it also says how often the
+final answer repeats the code of the agent's first message unchanged, and the tests passed with and without a
+repeat: the small model's typical failure is to hear the decisive fact and resubmit its first guess.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/compare_evaluations.py runs/study_cpu_run3/evaluate/sweet \\
+        runs/study_cpu_run3_answer/evaluate/sweet --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from colbench_gym.execution import extract_code
+from sweet_trl.study.stats import bootstrap_mean, paired_difference, per_task_means
+
+METRICS = {"success": ("success_rate", 100.0), "tests_passed": ("mean_reward", 100.0)}
+
+
+def repeats(folder: Path) -> dict[str, Any] | None:
+    """How often the answer is the first agent message's code unchanged, and the tests passed either way."""
+    path = folder / "trajectories.jsonl"
+    if not path.is_file():
+        return None
+    rewards: dict[bool, list[float]] = {True: [], False: []}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        agent = [m["content"] for m in record.get("dialogue_history", []) if m["role"] == "assistant"]
+        if len(agent) < 2 or record.get("answer") is None or record.get("reward") is None:
+            continue  # answered at once, or never: nothing to repeat
+        repeated = extract_code(agent[0]).strip() == extract_code(record["answer"]).strip()
+        rewards[repeated].append(float(record["reward"]))
+    total = len(rewards[True]) + len(rewards[False])
+    if not total:
+        return None
+    mean = lambda values: 100.0 * sum(values) / len(values) if values else None
+    return {"episodes": total, "repeat_rate": 100.0 * len(rewards[True]) / total,
+            "tests_passed_when_repeated": mean(rewards[True]), "tests_passed_otherwise": mean(rewards[False])}
+
+
+def compare(folders: list[Path], samples: int, seed: int) -> dict[str, Any]:
+    rows = {}
+    for folder in folders:
+        path = folder / "per_task.json"
+        if not path.is_file():
+            raise SystemExit(f"{path} not found: is {folder} an evaluation folder (<run>/evaluate/<policy>)?")
+        rows[str(folder)] = json.loads(path.read_text(encoding="utf-8"))
+    base = str(folders[0])
+    out: dict[str, Any] = {"baseline": base, "policies": {}}
+    for name, task_rows in rows.items():
+        entry: dict[str, Any] = {"tasks": len(task_rows)}
+        for metric, (key, scale) in METRICS.items():
+            values = per_task_means(task_rows, key)
+            interval = bootstrap_mean(list(values.values()), samples, seed=seed)
+            entry[metric] = [interval.mean * scale, interval.low * scale, interval.high * scale]
+            if name != base:
+                diff = paired_difference(values, per_task_means(rows[base], key), samples, seed=seed)
+                entry[f"{metric}_minus_baseline"] = [diff.mean * scale, diff.low * scale, diff.high * scale]
+        entry["repeats"] = repeats(Path(name))
+        out["policies"][name] = entry
+    return out
+
+
+def _fmt(triple: list[float] | None, sign: str = "") -> str:
+    return "-" if triple is None else f"{triple[0]:{sign}.1f} [{triple[1]:{sign}.1f}, {triple[2]:{sign}.1f}]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folders", nargs="+", type=Path, help="evaluation folders; the first is the baseline")
+    parser.add_argument("--samples", type=int, default=10_000, help="bootstrap samples")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
+    args = parser.parse_args(argv)
+    result = compare(args.folders, args.samples, args.seed)
+    for name, entry in result["policies"].items():
+        print(f"{name} ({entry['tasks']} tasks)")
+        print(f"  success {_fmt(entry['success'])} %   tests passed {_fmt(entry['tests_passed'])} %")
+        if "success_minus_baseline" in entry:
+            print(f"  minus the first: success {_fmt(entry['success_minus_baseline'], '+')}   "
+                  f"tests passed {_fmt(entry['tests_passed_minus_baseline'], '+')} points")
+        rep = entry["repeats"]
+        if rep:
+            when = lambda v: "-" if v is None else f"{v:.1f}"
+            print(f"  answer repeats the first message's code: {rep['repeat_rate']:.0f}% of {rep['episodes']} "
+                  f"episodes (tests passed {when(rep['tests_passed_when_repeated'])} % then, "
+                  f"{when(rep['tests_passed_otherwise'])} % otherwise)")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
