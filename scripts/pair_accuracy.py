@@ -4,7 +4,10 @@ The ``rank`` stage scores N candidates per turn state; answer-turn candidates ca
 scorer against the task's reference, so each pair's order can be checked. This prints, per gap, the pairs whose
 scores differ by more than it and how many of them put the candidate that passes more tests first, plus the
 best-of-N pick against a random pick and the best candidate: the measurements behind ``policy_pairs.min_score_gap``
-in examples/configs/*_cpu.yaml.
+in examples/configs/*_cpu.yaml. It also says which side each order takes toward the code of the agent's first message
+(the small model's first guess): of two candidates, how often the higher-scored one is the closer to that code, and
+how often the one that passes more tests is; a ranking that prefers closeness more than the tests do teaches the
+policy to resubmit its first guess.
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/pair_accuracy.py runs/demo_cpu
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/pair_accuracy.py runs/study_cpu --gaps 0 0.1 0.3 --json out.json
@@ -37,6 +40,33 @@ def answer_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return rows, run
 
 
+def closeness_orders(rows: list[dict[str, Any]]) -> dict[str, float | int | None]:
+    """Over candidate pairs, the share in which the higher score (and, apart, the higher reward) goes to the
+    candidate whose code is closer to the first agent message's code (difflib ratio)."""
+    import difflib
+
+    from colbench_gym.execution import extract_code
+
+    counts = {"score": [0, 0], "reward": [0, 0]}
+    for row in rows:
+        first = extract_code(next(m["content"] for m in row["prompt"] if m["role"] == "assistant"))
+        closeness = [difflib.SequenceMatcher(None, first, extract_code(c)).ratio() for c in row["candidates"]]
+        for i in range(len(closeness)):
+            for j in range(i + 1, len(closeness)):
+                if closeness[i] == closeness[j]:
+                    continue
+                closer = i if closeness[i] > closeness[j] else j
+                for key, values in (("score", row["ranking_scores"]), ("reward", row["candidate_rewards"])):
+                    if values[i] != values[j]:
+                        counts[key][0] += (i if values[i] > values[j] else j) == closer
+                        counts[key][1] += 1
+    out: dict[str, float | int | None] = {}
+    for key, (closer_wins, pairs) in counts.items():
+        out[f"higher_{key}_is_closer"] = closer_wins / pairs if pairs else None
+        out[f"{key}_pairs"] = pairs
+    return out
+
+
 def measure(run_dir: Path, gaps: list[float]) -> dict[str, Any]:
     from colbench_gym.tasks.loaders import resolve_tasks
     from sweet_trl.study.critic_eval import grade_candidates, pair_order_by_gap
@@ -51,6 +81,7 @@ def measure(run_dir: Path, gaps: list[float]) -> dict[str, Any]:
         "run_dir": str(run_dir),
         "answer_turns": len(graded),
         "by_gap": pair_order_by_gap(graded, gaps),
+        "toward_first_code": closeness_orders(graded),
         "mean_reward": {
             "critic_pick": statistics.fmean(picks) if picks else None,
             "random": statistics.fmean(statistics.fmean(r["candidate_rewards"]) for r in graded) if graded else None,
@@ -72,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  score gap > {entry['gap']:<5}  pairs with different rewards {entry['pairs']:>5}  ordered right {right}")
     means = {k: "-" if v is None else f"{100 * v:.1f}%" for k, v in result["mean_reward"].items()}
     print(f"  tests passed by the pick: critic {means['critic_pick']}, random {means['random']}, best {means['best']}")
+    toward = result["toward_first_code"]
+    share = lambda v: "-" if v is None else f"{100 * v:.0f}%"
+    print(f"  closer to the first message's code: the higher score in {share(toward['higher_score_is_closer'])} of "
+          f"{toward['score_pairs']} pairs, the more tests passed in {share(toward['higher_reward_is_closer'])} of "
+          f"{toward['reward_pairs']}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
     return 0

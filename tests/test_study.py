@@ -280,6 +280,27 @@ def test_pair_accuracy_script_grades_the_runs_answer_turns(tiny_study, tmp_path)
     assert 0.0 <= means["random"] <= means["best"] <= 1.0 and means["critic_pick"] <= means["best"]
 
 
+def test_pair_accuracy_says_which_side_each_order_takes_toward_the_first_code():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "pair_accuracy.py"
+    spec = importlib.util.spec_from_file_location("pair_accuracy", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    first = "```python\ndef fee(days):\n    return days\n```"
+    row = {"prompt": [{"role": "user", "content": "Write fee."}, {"role": "assistant", "content": first},
+                      {"role": "user", "content": "The result is days times 3."}],
+           "candidates": ["I WANT TO ANSWER:\n" + first,                                   # the first guess again
+                          "I WANT TO ANSWER:\n```python\ndef fee(days):\n    return days * 3\n```",
+                          "I WANT TO ANSWER:\n```python\nimport math\nprint('fee')\n```"],
+           "ranking_scores": [0.5, 0.2, -0.1], "candidate_rewards": [0.1, 1.0, 0.0]}
+    toward = script.closeness_orders([row])
+    # closeness: copy > edit > unrelated; the scores follow it in all 3 pairs, the rewards in 2 (not copy vs edit)
+    assert toward["score_pairs"] == toward["reward_pairs"] == 3
+    assert toward["higher_score_is_closer"] == 1.0 and toward["higher_reward_is_closer"] == pytest.approx(2 / 3)
+
+
 def test_compare_evaluations_script_agrees_with_the_study(tiny_study, tmp_path):
     import importlib.util
     from pathlib import Path
