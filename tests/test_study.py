@@ -259,16 +259,21 @@ def test_study_writes_json_report_and_critic_judgement_and_resumes(tiny_study):
         "running again", "")
 
 
-def test_pair_accuracy_script_grades_the_runs_answer_turns(tiny_study, tmp_path):
+def _script(name):
+    """A module of scripts/, loaded from its file (scripts/ is not a package)."""
     import importlib.util
     from pathlib import Path
 
-    from sweet_trl.policy_trainer import load_rows
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "pair_accuracy.py"
-    spec = importlib.util.spec_from_file_location("pair_accuracy", path)
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
+    return script
+
+
+def test_pair_accuracy_script_grades_the_runs_answer_turns(tiny_study, tmp_path):
+    from sweet_trl.policy_trainer import load_rows
+
+    script = _script("pair_accuracy")
     out = tmp_path / "pairs.json"
     assert script.main([str(tiny_study["run"]), "--gaps", "0", "0.5", "--json", str(out)]) == 0
     result = json.loads(out.read_text())
@@ -281,13 +286,7 @@ def test_pair_accuracy_script_grades_the_runs_answer_turns(tiny_study, tmp_path)
 
 
 def test_pair_accuracy_says_which_side_each_order_takes_toward_the_first_code():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "pair_accuracy.py"
-    spec = importlib.util.spec_from_file_location("pair_accuracy", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _script("pair_accuracy")
     first = "```python\ndef fee(days):\n    return days\n```"
     row = {"prompt": [{"role": "user", "content": "Write fee."}, {"role": "assistant", "content": first},
                       {"role": "user", "content": "The result is days times 3."}],
@@ -302,13 +301,7 @@ def test_pair_accuracy_says_which_side_each_order_takes_toward_the_first_code():
 
 
 def test_compare_evaluations_script_agrees_with_the_study(tiny_study, tmp_path):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "compare_evaluations.py"
-    spec = importlib.util.spec_from_file_location("compare_evaluations", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _script("compare_evaluations")
     run, results = tiny_study["run"], tiny_study["results"]
     out = tmp_path / "compare.json"
     zero_shot, sweet = run / "evaluate" / "zero_shot", run / "evaluate" / "sweet"
