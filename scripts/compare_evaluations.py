@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from colbench_gym.execution import extract_code
-from sweet_trl.study.stats import bootstrap_mean, paired_difference, per_task_means
+from sweet_trl.study.results import comparison, policy_entry
+from sweet_trl.study.stats import DEFAULT_LEVEL
 
-METRICS = {"success": ("success_rate", 100.0), "tests_passed": ("mean_reward", 100.0)}
+SUCCESS_TO_POINTS = 100.0  # the study keeps success as a fraction and tests passed in percent
 
 
 def repeats(folder: Path) -> dict[str, Any] | None:
@@ -47,6 +48,7 @@ def repeats(folder: Path) -> dict[str, Any] | None:
 
 
 def compare(folders: list[Path], samples: int, seed: int) -> dict[str, Any]:
+    """The study's own statistics (``policy_entry``, ``comparison``) on each folder's ``per_task.json``, in points."""
     rows = {}
     for folder in folders:
         path = folder / "per_task.json"
@@ -56,14 +58,16 @@ def compare(folders: list[Path], samples: int, seed: int) -> dict[str, Any]:
     base = str(folders[0])
     out: dict[str, Any] = {"baseline": base, "policies": {}}
     for name, task_rows in rows.items():
-        entry: dict[str, Any] = {"tasks": len(task_rows)}
-        for metric, (key, scale) in METRICS.items():
-            values = per_task_means(task_rows, key)
-            interval = bootstrap_mean(list(values.values()), samples, seed=seed)
-            entry[metric] = [interval.mean * scale, interval.low * scale, interval.high * scale]
-            if name != base:
-                diff = paired_difference(values, per_task_means(rows[base], key), samples, seed=seed)
-                entry[f"{metric}_minus_baseline"] = [diff.mean * scale, diff.low * scale, diff.high * scale]
+        summary = policy_entry(task_rows, samples, DEFAULT_LEVEL, seed)
+        entry: dict[str, Any] = {
+            "tasks": summary["tasks"],
+            "success": [SUCCESS_TO_POINTS * v for v in (summary["success_rate"], *summary["success_ci"])],
+            "tests_passed": [summary["tests_passed"], *summary["tests_passed_ci"]],
+        }
+        if name != base:
+            for metric, diff in comparison(task_rows, rows[base], samples, DEFAULT_LEVEL, seed).items():
+                scale = SUCCESS_TO_POINTS if metric == "success" else 1.0
+                entry[f"{metric}_minus_baseline"] = [scale * v for v in (diff["difference"], *diff["ci"])]
         entry["repeats"] = repeats(Path(name))
         out["policies"][name] = entry
     return out
