@@ -282,6 +282,7 @@ def test_example_configs_parse(name):
         assert run.policy_model == "embedded" and run.eval_tasks == "procedural:test"
         model_config, critic_config = parsed["train_critic"][1:3]
         assert model_config.use_peft and critic_config.num_train_epochs > 0 and not critic_config.bf16
+        assert critic_config.save_strategy == "steps"  # a stopped training stage resumes from its last checkpoint
         assert parsed["sample_candidates"][1].force_answer_on_last_turn
         assert parsed["evaluate"][2].eval_episodes_per_task >= 4  # the study's intervals need several episodes
         study = parse_study_arguments(config["study"])

@@ -383,6 +383,48 @@ def test_changed_stage_option_reruns_that_stage_and_those_after_it(tiny_run, mon
     assert pipeline.fingerprint(stage, args, inputs) != old["fingerprint"]
 
 
+def test_interrupted_training_resumes_from_its_last_checkpoint(tiny_run, tmp_path, monkeypatch):
+    """A training stage stopped after a checkpoint goes on from it: the steps already taken are not trained again."""
+    import shutil
+
+    from transformers.trainer_callback import CallbackHandler
+
+    shutil.copytree(tiny_run["run"] / "policy_pairs", tmp_path / "run" / "policy_pairs")
+    config = pipeline.load_yaml(tiny_run["config"]) | {"run_dir": str(tmp_path / "run")}
+    options = ["--max_steps", "4", "--save_strategy", "steps", "--save_steps", "1", "--save_total_limit", "1"]
+    args = pipeline._parse(pipeline.STAGES["train_policy"], config, options)
+    saved_at: list[int] = []
+    real_on_save = CallbackHandler.on_save
+
+    class Stopped(Exception):
+        """The job killed after its second checkpoint."""
+
+    def stop_after_second_save(self, args, state, control):
+        saved_at.append(state.global_step)
+        control = real_on_save(self, args, state, control)
+        if state.global_step == 2:
+            raise Stopped
+        return control
+
+    monkeypatch.setattr(CallbackHandler, "on_save", stop_after_second_save)
+    with pytest.raises(Stopped):
+        run_stage(pipeline.STAGES["train_policy"], args, stream=io.StringIO())
+    stage_dir = tmp_path / "run" / "train_policy"
+    assert not (stage_dir / MARKER).exists()
+    assert [p.name for p in (stage_dir / "model").glob("checkpoint-*")] == ["checkpoint-2"]  # save_total_limit 1
+
+    out = io.StringIO()  # a new process: the options parsed again
+    args = pipeline._parse(pipeline.STAGES["train_policy"], config, options)
+    marker = run_stage(pipeline.STAGES["train_policy"], args, stream=out)
+    assert "resuming training from" in out.getvalue() and "checkpoint-2" in out.getvalue()
+    assert saved_at == [1, 2, 3, 4]  # the second run saved at steps 3 and 4 only: steps 1 and 2 were not redone
+    assert marker["counts"]["steps"] == 4
+    history = json.loads((stage_dir / "log_history.json").read_text())
+    assert [row["step"] for row in history if "loss" in row] == [1, 2, 3, 4]  # the first run's logs are kept
+    assert (stage_dir / "model" / "adapter_model.safetensors").exists()
+    assert not list((stage_dir / "model").glob("checkpoint-*"))  # the finished model replaces its checkpoints
+
+
 def test_baselines_train_and_are_evaluated_like_the_sweet_policy(tiny_run):
     real = pipeline.make_backend
     patch = pytest.MonkeyPatch()

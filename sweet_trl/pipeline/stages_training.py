@@ -4,6 +4,7 @@ trainer fitted on the pairs or trajectories of the stage before it, resuming fro
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from sweet_trl.pipeline.runner import StageContext, StageResult
 def _fit(ctx: StageContext, trainer: Any, output_dir: Path) -> dict[str, Any]:
     """Train (resuming from the last checkpoint of an interrupted run), save the model, the tokenizer and the
     trainer's ``log_history``; returns the last logged value of every metric."""
-    from transformers.trainer_utils import get_last_checkpoint
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
     checkpoint = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
     if checkpoint:
@@ -27,6 +28,9 @@ def _fit(ctx: StageContext, trainer: Any, output_dir: Path) -> dict[str, Any]:
     if trainer.is_world_process_zero():
         trainer.processing_class.save_pretrained(str(output_dir))
         (ctx.dir / "log_history.json").write_text(json.dumps(history, indent=1, default=str), encoding="utf-8")
+        # Checkpoints only serve a resume; the finished model replaces them (each holds optimizer state too).
+        for path in output_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
+            shutil.rmtree(path)
     return final_metrics(history) | {"global_step": trainer.state.global_step}
 
 
