@@ -84,24 +84,30 @@ class TurnPreferenceConfig(DPOConfig):
 
     def __post_init__(self):
         self.bf16 = default_bf16(self.bf16, self.fp16)
-        if self.nll_coef < 0:
-            raise ValueError(f"nll_coef must be >= 0, got {self.nll_coef}")
-        loss_type = [self.loss_type] if isinstance(self.loss_type, str) else list(self.loss_type)
-        weights = list(self.loss_weights) if self.loss_weights is not None else None
-        if weights is not None and len(weights) != len(loss_type):
-            raise ValueError(f"loss_weights {weights} must have one weight per loss_type {loss_type}")
-        if "sft" in loss_type:
-            index = loss_type.index("sft")
-            if weights is None:
-                weights = [1.0] * len(loss_type)
-                weights[index] = self.nll_coef
-            elif abs(weights[index] - self.nll_coef) > 1e-12:
-                raise ValueError(
-                    f"loss_type lists 'sft' with weight {weights[index]} but nll_coef is {self.nll_coef}: "
-                    "set the NLL weight with nll_coef only"
-                )
-        elif self.nll_coef > 0:
-            loss_type.append("sft")
-            weights = (weights or [1.0] * (len(loss_type) - 1)) + [self.nll_coef]
-        self.loss_type, self.loss_weights = loss_type, weights
+        self.loss_type, self.loss_weights = with_nll_term(self.loss_type, self.loss_weights, self.nll_coef)
         super().__post_init__()
+
+
+def with_nll_term(loss_type: str | list[str], loss_weights: list[float] | None, nll_coef: float
+                  ) -> tuple[list[str], list[float] | None]:
+    """TRL's ``loss_type`` and ``loss_weights`` with the chosen side's NLL (``"sft"``) at weight ``nll_coef``;
+    unchanged when ``nll_coef`` is 0 and ``"sft"`` is not listed. A listed ``"sft"`` (a saved and reloaded
+    configuration) must carry that same weight."""
+    if nll_coef < 0:
+        raise ValueError(f"nll_coef must be >= 0, got {nll_coef}")
+    loss_type = [loss_type] if isinstance(loss_type, str) else list(loss_type)
+    weights = list(loss_weights) if loss_weights is not None else None
+    if weights is not None and len(weights) != len(loss_type):
+        raise ValueError(f"loss_weights {weights} must have one weight per loss_type {loss_type}")
+    if "sft" in loss_type:
+        index = loss_type.index("sft")
+        if weights is None:
+            weights = [1.0] * len(loss_type)
+            weights[index] = nll_coef
+        elif abs(weights[index] - nll_coef) > 1e-12:
+            raise ValueError(f"loss_type lists 'sft' with weight {weights[index]} but nll_coef is {nll_coef}: "
+                             "set the NLL weight with nll_coef only")
+    elif nll_coef > 0:
+        loss_type.append("sft")
+        weights = (weights or [1.0] * (len(loss_type) - 1)) + [nll_coef]
+    return loss_type, weights

@@ -249,6 +249,33 @@ def test_multiturn_dpo_masks_cover_exactly_the_agent_turns_and_the_loss_sums_ove
     assert abs(loss - 0.693147) > 1e-4
 
 
+def test_multiturn_dpo_nll_coef_adds_the_chosen_dialogues_agent_token_nll(tmp_path):
+    tokenizer = tiny_tokenizer(synthetic_corpus())
+    records = collaborative_trajectories(3, per_task=2, num_agent_turns=3)
+    losses, rows = {}, None
+    for coef in (0.0, 0.5):
+        config = MultiTurnDPOConfig(output_dir=str(tmp_path / "mtdpo"), pair_preset="backend", nll_coef=coef,
+                                    per_device_train_batch_size=3, **FAST)
+        assert config.loss_type == (["sigmoid", "sft"] if coef else ["sigmoid"])
+        trainer = MultiTurnDPOTrainer(tiny_causal_lm(tokenizer), args=config,
+                                      train_dataset=multiturn_dpo_pairs(records, config), processing_class=tokenizer)
+        rows = trainer.train_dataset
+        batch = next(iter(torch.utils.data.DataLoader(rows, batch_size=3, collate_fn=trainer.data_collator)))
+        trainer.model.eval()
+        with torch.no_grad():
+            losses[coef] = trainer.compute_loss(trainer.model, batch).item()
+    # An untrained policy equals its reference: the DPO part is log 2, the rest is the NLL term.
+    assert losses[0.0] == pytest.approx(0.693147, abs=1e-4)
+    policy, token_logps = tiny_causal_lm(tokenizer), []
+    for row in rows:
+        ids = torch.tensor([row["chosen_input_ids"]])
+        with torch.no_grad():
+            logps = torch.log_softmax(policy(input_ids=ids).logits[0, :-1].float(), -1).gather(-1, ids[0, 1:, None])
+        token_logps += logps[torch.tensor(row["chosen_mask"][1:], dtype=torch.bool), 0].tolist()
+    nll = -sum(token_logps) / len(token_logps)  # every agent token of the chosen dialogues, human turns left out
+    assert losses[0.5] - losses[0.0] == pytest.approx(0.5 * nll, rel=1e-3)
+
+
 def test_multiturn_dpo_prefers_the_successful_dialogues_of_held_out_tasks(tmp_path):
     """Multi-turn DPO on the pairs of 8 tasks; on the pairs of 16 held-out tasks (no request, filler, answer or
     ``c`` in common with training) the successful dialogue's agent turns gain log-probability on the failed one's.
@@ -291,6 +318,10 @@ def test_multiturn_dpo_prefers_the_successful_dialogues_of_held_out_tasks(tmp_pa
 def test_multiturn_dpo_rejects_other_loss_types():
     with pytest.raises(ValueError, match="only loss_type='sigmoid'"):
         MultiTurnDPOConfig(output_dir="unused", loss_type=["ipo"], **FAST)
+    with pytest.raises(ValueError, match="only loss_type='sigmoid'"):
+        MultiTurnDPOConfig(output_dir="unused", loss_type=["ipo"], nll_coef=1.0, **FAST)
+    with pytest.raises(ValueError, match="nll_coef"):
+        MultiTurnDPOConfig(output_dir="unused", nll_coef=-0.1, **FAST)
     with pytest.raises(ValueError, match="pair_preset"):
         MultiTurnDPOConfig(output_dir="unused", pair_preset="mobile", **FAST)
 

@@ -83,7 +83,7 @@ def test_stage_runs_once_then_skips_and_reruns_when_its_config_or_input_changes(
     assert calls[-1] == "first" and len(calls) == 5
 
 
-def test_an_option_added_later_keeps_finished_runs_valid_at_its_neutral_value(tmp_path):
+def test_an_option_added_later_keeps_finished_runs_valid_at_its_neutral_value(tmp_path, monkeypatch):
     from dataclasses import dataclass
 
     from sweet_trl.pipeline import fingerprint
@@ -97,10 +97,17 @@ def test_an_option_added_later_keeps_finished_runs_valid_at_its_neutral_value(tm
         pairs_per_turn: int = 4
         turns: list[int] | None = None
 
+    @dataclass
+    class Other:  # the same option name in another options class is fingerprinted at every value
+        pairs_per_turn: int = 4
+        turns: list[int] | None = None
+
+    monkeypatch.setitem(pipeline.runner.NEUTRAL_WHEN_ADDED, "After", {"turns": None})
     stage = Stage("pairs", "pairs", lambda: (Before,), lambda ctx, args: StageResult())
     run = RunArguments(run_dir=str(tmp_path))
     assert fingerprint(stage, (run, After()), {}) == fingerprint(stage, (run, Before()), {})
     assert fingerprint(stage, (run, After(turns=[1])), {}) != fingerprint(stage, (run, Before()), {})
+    assert fingerprint(stage, (run, Other()), {}) != fingerprint(stage, (run, Before()), {})
 
 
 def test_fingerprint_covers_the_run_fields_read_the_files_named_and_the_upstream_runs(tmp_path):

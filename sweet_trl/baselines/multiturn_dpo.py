@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench_gym._optional import require
+from sweet_trl.policy_config import with_nll_term
 from sweet_trl.precision import default_bf16
 from sweet_trl.tokenization import ChatTemplateError, tokenize_conversation
 
@@ -66,11 +67,15 @@ class MultiTurnDPOConfig(_trl.DPOConfig):
             Count the end-of-turn token after each agent message as one of its tokens.
         beta (`float`, *optional*, defaults to `0.1`), learning_rate (`float`, *optional*, defaults to `2e-7`):
             As for SWEET-RL's policy (use about `1e-5` with LoRA).
+        nll_coef (`float`, *optional*, defaults to `0.0`):
+            Weight of the NLL of the chosen dialogue's agent turns, added to the DPO loss as TRL's ``"sft"`` loss
+            type (as ``TurnPreferenceConfig.nll_coef`` does for SWEET-RL's turns). ``0``: plain DPO, the paper's
+            baseline; set it to the policy's value to compare the two methods with the same regulariser.
         max_length (`int` or `None`, *optional*, defaults to `16384`):
             Longest conversation in tokens. A pair with a longer side is left out rather than cut, since a cut
             dialogue would compare different numbers of turns.
 
-    Only the `"sigmoid"` loss type with its defaults is meaningful here; LoRA/QLoRA go through
+    Only the `"sigmoid"` loss type (with `"sft"` through `nll_coef`) is meaningful here; LoRA/QLoRA go through
     `peft_config`/`quantization_config` as for any TRL trainer.
     """
 
@@ -86,6 +91,8 @@ class MultiTurnDPOConfig(_trl.DPOConfig):
     include_end_of_turn: bool = field(default=True, metadata={"help": "Score each agent turn's end token."})
     learning_rate: float = field(default=2e-7, metadata={"help": "AdamW learning rate."})
     max_length: int | None = field(default=16384, metadata={"help": "Longest conversation in tokens."})
+    nll_coef: float = field(
+        default=0.0, metadata={"help": "Weight of the chosen dialogue's NLL added to the DPO loss (TRL's 'sft')."})
 
     def __post_init__(self):
         self.bf16 = default_bf16(self.bf16, self.fp16)
@@ -93,10 +100,11 @@ class MultiTurnDPOConfig(_trl.DPOConfig):
             raise ValueError(f"pair_rule must be 'best_vs_rest' or 'all_pairs', got {self.pair_rule!r}")
         if self.pair_preset is not None:
             self.apply_pair_preset(self.pair_preset)
+        self.loss_type, self.loss_weights = with_nll_term(self.loss_type, self.loss_weights, self.nll_coef)
         super().__post_init__()
-        if self.loss_type != ["sigmoid"] or self.ld_alpha is not None or self.use_weighting:
+        if [t for t in self.loss_type if t != "sft"] != ["sigmoid"] or self.ld_alpha is not None or self.use_weighting:
             raise ValueError("multi-turn DPO sums log-probabilities over whole dialogues; only loss_type='sigmoid' "
-                             "without ld_alpha or use_weighting is supported")
+                             "(with 'sft' through nll_coef) without ld_alpha or use_weighting is supported")
 
     def apply_pair_preset(self, preset: str) -> None:
         """Fill the pair fields left unset from a released recipe (``"backend"``/``"frontend"``); set ones stay."""

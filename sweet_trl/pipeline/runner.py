@@ -38,9 +38,9 @@ NOT_FINGERPRINTED = {
     "scoring_batch_size", "report_examples", "report_path", "dataloader_num_workers", "save_steps", "save_strategy",
     "save_total_limit", "run_name", "project", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id",
 }
-# Options added after runs were made, at the value that computes what the runs computed before them: left out of
-# the fingerprint there, so that finished runs stay valid.
-NEUTRAL_WHEN_ADDED = {"turns": None}
+# Options added after runs were made, by the options class that holds them, at the value that computes what the
+# runs computed before them: left out of the fingerprint there, so that finished runs stay valid.
+NEUTRAL_WHEN_ADDED = {"PolicyPairsArguments": {"turns": None}, "MultiTurnDPOConfig": {"nll_coef": 0.0}}
 
 
 @dataclass
@@ -174,8 +174,7 @@ def _path_identity(value: str) -> Any:
 
 def _fingerprint_view(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _fingerprint_view(v) for k, v in sorted(value.items())
-                if k not in NOT_FINGERPRINTED and not (k in NEUTRAL_WHEN_ADDED and v == NEUTRAL_WHEN_ADDED[k])}
+        return {k: _fingerprint_view(v) for k, v in sorted(value.items()) if k not in NOT_FINGERPRINTED}
     if isinstance(value, (list, tuple)):
         return [_fingerprint_view(v) for v in value]
     if isinstance(value, str):
@@ -183,6 +182,11 @@ def _fingerprint_view(value: Any) -> Any:
     if isinstance(value, (int, float, bool)) or value is None:
         return value
     return str(value)
+
+
+def _without_neutral_additions(options: Any) -> dict[str, Any]:
+    neutral = NEUTRAL_WHEN_ADDED.get(type(options).__name__, {})
+    return {k: v for k, v in asdict_public(options).items() if k not in neutral or v != neutral[k]}
 
 
 def fingerprint(stage: Stage, args: Sequence[Any], inputs: dict[str, dict[str, Any]]) -> str:
@@ -193,7 +197,7 @@ def fingerprint(stage: Stage, args: Sequence[Any], inputs: dict[str, dict[str, A
     view = {
         "stage": stage.name,
         "run": _fingerprint_view({k: run[k] for k in ("env_id", *stage.run_fields)}),
-        "args": [_fingerprint_view(asdict_public(a)) for a in args[1:]],
+        "args": [_fingerprint_view(_without_neutral_additions(a)) for a in args[1:]],
         "inputs": {name: [marker["fingerprint"], marker.get("run_id")] for name, marker in sorted(inputs.items())},
     }
     return hashlib.sha256(json.dumps(view, sort_keys=True, default=str).encode()).hexdigest()[:16]
