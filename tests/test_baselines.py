@@ -202,12 +202,17 @@ def test_pair_fields_that_are_set_win_over_the_preset():
         MultiTurnDPOConfig(output_dir="unused", pair_rule="best", **FAST)
 
 
-def sequence_logps(model, input_ids, mask) -> float:
+def masked_token_logps(model, input_ids, mask) -> list[float]:
+    """Log-probabilities of the tokens where ``mask`` is 1, each given the tokens before it."""
     ids = torch.tensor([input_ids])
     with torch.no_grad():
         logps = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
     token_logps = logps.gather(-1, ids[0, 1:, None])[:, 0]
-    return token_logps[torch.tensor(mask[1:], dtype=torch.bool)].sum().item()
+    return token_logps[torch.tensor(mask[1:], dtype=torch.bool)].tolist()
+
+
+def sequence_logps(model, input_ids, mask) -> float:
+    return sum(masked_token_logps(model, input_ids, mask))
 
 
 def test_multiturn_dpo_masks_cover_exactly_the_agent_turns_and_the_loss_sums_over_them(tmp_path):
@@ -266,12 +271,8 @@ def test_multiturn_dpo_nll_coef_adds_the_chosen_dialogues_agent_token_nll(tmp_pa
             losses[coef] = trainer.compute_loss(trainer.model, batch).item()
     # An untrained policy equals its reference: the DPO part is log 2, the rest is the NLL term.
     assert losses[0.0] == pytest.approx(0.693147, abs=1e-4)
-    policy, token_logps = tiny_causal_lm(tokenizer), []
-    for row in rows:
-        ids = torch.tensor([row["chosen_input_ids"]])
-        with torch.no_grad():
-            logps = torch.log_softmax(policy(input_ids=ids).logits[0, :-1].float(), -1).gather(-1, ids[0, 1:, None])
-        token_logps += logps[torch.tensor(row["chosen_mask"][1:], dtype=torch.bool), 0].tolist()
+    policy = tiny_causal_lm(tokenizer)
+    token_logps = [lp for row in rows for lp in masked_token_logps(policy, row["chosen_input_ids"], row["chosen_mask"])]
     nll = -sum(token_logps) / len(token_logps)  # every agent token of the chosen dialogues, human turns left out
     assert losses[0.5] - losses[0.0] == pytest.approx(0.5 * nll, rel=1e-3)
 
