@@ -34,7 +34,8 @@ $(STAMP): pyproject.toml Makefile
 demo: setup
 	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config examples/configs/demo_cpu.yaml
 
-# The small-scale study (SWEET-RL, its ablation, RFT, multi-turn DPO, zero-shot; intervals): about 90 minutes.
+# The small-scale study (SWEET-RL, its ablation, RFT, multi-turn DPO, zero-shot; intervals): 93 minutes on run 2's
+# 2-core machine, about 4 hours on one 2.7x slower (benchmarks/RESULTS.md).
 study: setup
 	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config examples/configs/study_cpu.yaml
 
