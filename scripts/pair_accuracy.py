@@ -3,11 +3,11 @@
 The ``rank`` stage scores N candidates per turn state; answer-turn candidates can be graded by the environment's
 scorer against the task's reference, so each pair's order can be checked. This prints, per gap, the pairs whose
 scores differ by more than it and how many of them put the candidate that passes more tests first, plus the
-best-of-N pick against a random pick and the best candidate: the measurements behind ``policy_pairs.min_score_gap``
-in examples/configs/*_cpu.yaml. It also says which side each order takes toward the code of the agent's first message
-(the small model's first guess): of two candidates, how often the higher-scored one is the closer to that code, and
-how often the one that passes more tests is; a ranking that prefers closeness more than the tests do teaches the
-policy to resubmit its first guess.
+best-of-N pick against a random pick and the best candidate (tests passed, and how often each passes them all):
+the measurements behind ``policy_pairs.min_score_gap`` in examples/configs/*_cpu.yaml. It also says which side
+each order takes toward the code of the agent's first message (the small model's first guess): of two candidates,
+how often the higher-scored one is the closer to that code, and how often the one that passes more tests is; a
+ranking that prefers closeness more than the tests do teaches the policy to resubmit its first guess.
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/pair_accuracy.py runs/demo_cpu
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/pair_accuracy.py runs/study_cpu --gaps 0 0.1 0.3 --json out.json
@@ -69,7 +69,7 @@ def closeness_orders(rows: list[dict[str, Any]]) -> dict[str, float | int | None
 
 def measure(run_dir: Path, gaps: list[float]) -> dict[str, Any]:
     from colbench_gym.tasks.loaders import resolve_tasks
-    from sweet_trl.study.critic_eval import grade_candidates, pair_order_by_gap
+    from sweet_trl.study.critic_eval import SOLVED, grade_candidates, pair_order_by_gap
 
     rows, run = answer_rows(run_dir)
     tasks = {task.task_id: task for task in resolve_tasks(run["train_tasks"])}
@@ -77,6 +77,7 @@ def measure(run_dir: Path, gaps: list[float]) -> dict[str, Any]:
               if all(math.isfinite(x) for x in r["candidate_rewards"])]  # a grader failure is not a reward
     picks = [r["candidate_rewards"][max(range(len(r["ranking_scores"])), key=r["ranking_scores"].__getitem__)]
              for r in graded]
+    share_solved = lambda rewards: statistics.fmean(x >= SOLVED for x in rewards)
     return {
         "run_dir": str(run_dir),
         "answer_turns": len(graded),
@@ -86,6 +87,12 @@ def measure(run_dir: Path, gaps: list[float]) -> dict[str, Any]:
             "critic_pick": statistics.fmean(picks) if picks else None,
             "random": statistics.fmean(statistics.fmean(r["candidate_rewards"]) for r in graded) if graded else None,
             "best": statistics.fmean(max(r["candidate_rewards"]) for r in graded) if graded else None,
+        },
+        # how often the pick passes every test; "best": a candidate does (the most any ranking can give)
+        "success": {
+            "critic_pick": share_solved(picks) if picks else None,
+            "random": statistics.fmean(share_solved(r["candidate_rewards"]) for r in graded) if graded else None,
+            "best": share_solved([max(r["candidate_rewards"]) for r in graded]) if graded else None,
         },
     }
 
@@ -103,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  score gap > {entry['gap']:<5}  pairs with different rewards {entry['pairs']:>5}  ordered right {right}")
     means = {k: "-" if v is None else f"{100 * v:.1f}%" for k, v in result["mean_reward"].items()}
     print(f"  tests passed by the pick: critic {means['critic_pick']}, random {means['random']}, best {means['best']}")
+    solved = {k: "-" if v is None else f"{100 * v:.1f}%" for k, v in result["success"].items()}
+    print(f"  the pick succeeds: critic {solved['critic_pick']}, random {solved['random']}, any candidate "
+          f"{solved['best']}")
     toward = result["toward_first_code"]
     share = lambda v: "-" if v is None else f"{100 * v:.0f}%"
     print(f"  closer to the first message's code: the higher score in {share(toward['higher_score_is_closer'])} of "

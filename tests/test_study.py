@@ -87,6 +87,12 @@ def test_best_of_n_selection_scores_first_choices_against_chance_and_oracle():
     assert rankers["blind"]["top1"]["mean"] == pytest.approx(chance)
     assert rankers["oracle"]["selected_reward"]["mean"] == pytest.approx((1.0 + 0.9 + 1.0) / 3)
     assert rankers["perfect"]["selected_reward"]["mean"] == rankers["oracle"]["selected_reward"]["mean"]
+    # success: only a pick that passes every test; the equal-reward turn below 1 counts for no ranker
+    assert result["turns_with_a_success"] == 2
+    assert rankers["perfect"]["selected_success"]["mean"] == pytest.approx(2 / 3)
+    assert rankers["inverse"]["selected_success"]["mean"] == 0.0
+    assert rankers["random"]["selected_success"]["mean"] == pytest.approx((1 / 4 + 0 + 1 / 2) / 3)
+    assert rankers["blind"]["selected_success"]["mean"] == rankers["random"]["selected_success"]["mean"]
     # a ranker that cannot score a candidate (nan) picks among those it scored
     partial = lambda row: [math.nan] + list(row["candidate_rewards"][1:])
     assert best_of_n_selection(rows[:1], {"p": partial})["rankers"]["p"]["top1"]["mean"] == 1.0
@@ -251,6 +257,7 @@ def test_study_writes_json_report_and_critic_judgement_and_resumes(tiny_study):
                (run / "critic_eval" / "graded.jsonl").read_text().splitlines()[1:]]
     assert all(0.0 <= r <= 1.0 for row in rewards for r in row) and any(1.0 in row for row in rewards)
     assert set(selection["rankers"]) >= {"critic_privileged", "critic_no_privileged", "random", "oracle"}
+    assert selection["turns_with_a_success"] == sum(1.0 in row for row in rewards)
     report = (run / "report.html").read_text()
     assert "<section id='study'>" in report and "sweet_no_privileged" in report and "<svg" in report
     assert "Paired differences" in tiny_study["first"]
@@ -283,6 +290,8 @@ def test_pair_accuracy_script_grades_the_runs_answer_turns(tiny_study, tmp_path)
     assert loose["pairs"] >= strict["pairs"]
     means = result["mean_reward"]
     assert 0.0 <= means["random"] <= means["best"] <= 1.0 and means["critic_pick"] <= means["best"]
+    solved = result["success"]
+    assert 0.0 <= solved["random"] <= solved["best"] <= 1.0 and solved["critic_pick"] <= solved["best"]
 
 
 def test_pair_accuracy_says_which_side_each_order_takes_toward_the_first_code():

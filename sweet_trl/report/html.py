@@ -168,7 +168,9 @@ def _study_section(data: RunData) -> str:
                        for label, c in study["comparisons"].items()]
     selection = study.get("critic_selection") or {}
     selection_rows = [[esc(name), f"{100 * e['top1']['mean']:.1f} [{100 * e['top1']['low']:.1f}, "
-                       f"{100 * e['top1']['high']:.1f}]", f"{100 * e['selected_reward']['mean']:.1f}", e["turns_scored"]]
+                       f"{100 * e['top1']['high']:.1f}]", f"{100 * e['selected_reward']['mean']:.1f}",
+                       f"{100 * e['selected_success']['mean']:.1f}" if "selected_success" in e else "",
+                       e["turns_scored"]]
                       for name, e in selection.get("rankers", {}).items() if "top1" in e]
     shown = {"success %": ("success_rate", "success_ci", 100.0), "tests passed %": ("tests_passed", "tests_passed_ci", 1.0)}
     return (
@@ -183,8 +185,11 @@ def _study_section(data: RunData) -> str:
         + "<h3>Paired differences (per task, then bootstrapped)</h3>"
         + table(["comparison", "success (points)", "tests passed (points)"], comparison_rows, numeric_from=3)
         + ("<h3>The critics judged directly: best-of-N selection on held-out answer turns</h3>"
-           + table(["ranker", "picks a best candidate %", "reward of its pick %", "turns"], selection_rows,
-                   numeric_from=3) if selection_rows else "")
+           + table(["ranker", "picks a best candidate %", "reward of its pick %", "its pick succeeds %", "turns"],
+                   selection_rows, numeric_from=4)
+           + (f"<p>Any candidate succeeds on {selection['turns_with_a_success']} of {selection['turns']} turns: the "
+              "most successes that ranking these candidates can give.</p>" if "turns_with_a_success" in selection
+              else "") if selection_rows else "")
         + f"<p class='muted'>Stage time {study['stage_seconds_total'] / 60:.1f} min.</p></section>"
     )
 

@@ -4,7 +4,9 @@ For each held-out answer turn (the dialogue up to the agent's final message, on 
 candidate answers are sampled from the policy and each is graded by the environment's own scorer, so its true
 reward is known. A critic "selects" the candidate it ranks first; it is right when that candidate has the best
 true reward among the N. A random pick is right with probability (number of best candidates) / N. Only turns
-whose candidates differ in reward can tell critics apart, so the accuracy is over those turns.
+whose candidates differ in reward can tell critics apart, so the accuracy is over those turns. The turns where
+any candidate passes every test bound what ranking can do for success: a perfect critic succeeds there and nowhere
+else.
 
     rows = sample_answer_candidates(trajectories, backend, num_candidates=8, ...)
     rows = grade_candidates(rows, tasks)
@@ -20,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sweet_trl.study.stats import bootstrap_mean
+
+SOLVED = 1.0  # the reward of an answer that passes every hidden test: a success
 
 
 def answer_turn_states(trajectories: Any, max_turns: int, env_id: str, max_states: int | None = None,
@@ -63,16 +67,20 @@ def grade_candidates(rows: Sequence[Mapping[str, Any]], tasks: Mapping[str, Any]
     return out
 
 
-def _selection(rewards: Sequence[float], scores: Sequence[float]) -> tuple[float, float] | None:
-    """(hit, reward of the pick) of the top-scored candidate, or None when the critic scored none."""
+def _selection(rewards: Sequence[float], scores: Sequence[float]) -> tuple[float, float, float] | None:
+    """(hit, reward, success) of the top-scored candidate, or None when the critic scored none."""
     scored = [(s, r) for s, r in zip(scores, rewards) if math.isfinite(s)]
     if not scored:
         return None
-    best = max(rewards)
     top_score = max(s for s, _ in scored)
     # ties at the top are split evenly: a critic that cannot tell gets chance credit, not full credit
-    tied = [r for s, r in scored if s == top_score]
-    return sum(r == best for r in tied) / len(tied), sum(tied) / len(tied)
+    return _mean_pick([r for s, r in scored if s == top_score], max(rewards))
+
+
+def _mean_pick(picked: Sequence[float], best: float) -> tuple[float, float, float]:
+    """(hit, reward, success) of a pick made uniformly among ``picked``."""
+    n = len(picked)
+    return sum(r == best for r in picked) / n, sum(picked) / n, sum(r >= SOLVED for r in picked) / n
 
 
 def best_of_n_selection(rows: Sequence[Mapping[str, Any]],
@@ -81,18 +89,24 @@ def best_of_n_selection(rows: Sequence[Mapping[str, Any]],
     """How often each ranker's first choice is a best candidate, over turns whose candidates differ in reward.
 
     ``rankers``: name -> function(row) -> one score per candidate (higher is better). ``random`` and ``oracle``
-    are added. Returns, per ranker, ``top1`` (an interval over turns) and ``selected_reward`` (the mean true
-    reward of its picks), plus the turn counts.
+    are added. Returns, per ranker, ``top1`` (an interval over turns), ``selected_reward`` (the mean true reward
+    of its picks) and ``selected_success`` (how often its pick passes every test), plus the turn counts and
+    ``turns_with_a_success``: the turns where any candidate succeeds, the most that any ranking of these
+    candidates can turn into successes.
     """
-    usable = [r for r in rows if len(r["candidates"]) >= 2 and all(math.isfinite(x) for x in r["candidate_rewards"])
-              and max(r["candidate_rewards"]) > min(r["candidate_rewards"])]
-    results: dict[str, Any] = {"turns": len(rows), "turns_with_reward_spread": len(usable), "rankers": {}}
+    graded = [r for r in rows if len(r["candidates"]) >= 2 and all(math.isfinite(x) for x in r["candidate_rewards"])]
+    usable = [r for r in graded if max(r["candidate_rewards"]) > min(r["candidate_rewards"])]
+    results: dict[str, Any] = {"turns": len(rows), "turns_with_reward_spread": len(usable),
+                               "turns_with_a_success": sum(max(r["candidate_rewards"]) >= SOLVED for r in graded),
+                               "rankers": {}}
     if not usable:
         return results
 
-    def summarise(picks: list[tuple[float, float]]) -> dict[str, Any]:
-        return {"top1": bootstrap_mean([h for h, _ in picks], seed=seed).to_dict(),
-                "selected_reward": bootstrap_mean([r for _, r in picks], seed=seed).to_dict(),
+    def summarise(picks: list[tuple[float, float, float]]) -> dict[str, Any]:
+        hits, rewards, successes = zip(*picks)
+        return {"top1": bootstrap_mean(hits, seed=seed).to_dict(),
+                "selected_reward": bootstrap_mean(rewards, seed=seed).to_dict(),
+                "selected_success": bootstrap_mean(successes, seed=seed).to_dict(),
                 "turns_scored": len(picks)}
 
     for name, ranker in rankers.items():
@@ -102,12 +116,10 @@ def best_of_n_selection(rows: Sequence[Mapping[str, Any]],
             if pick is not None:
                 picks.append(pick)
         results["rankers"][name] = summarise(picks) if picks else {"turns_scored": 0}
-    chance = []
-    for row in usable:
-        rewards = row["candidate_rewards"]
-        chance.append((sum(r == max(rewards) for r in rewards) / len(rewards), sum(rewards) / len(rewards)))
-    results["rankers"]["random"] = summarise(chance)
-    results["rankers"]["oracle"] = summarise([(1.0, max(r["candidate_rewards"])) for r in usable])
+    results["rankers"]["random"] = summarise([_mean_pick(r["candidate_rewards"], max(r["candidate_rewards"]))
+                                              for r in usable])
+    results["rankers"]["oracle"] = summarise([_mean_pick([max(r["candidate_rewards"])], max(r["candidate_rewards"]))
+                                              for r in usable])
     return results
 
 

@@ -145,8 +145,13 @@ def format_table(results: Mapping[str, Any]) -> str:
         for name, entry in selection["rankers"].items():
             if "top1" in entry:
                 top = entry["top1"]
+                success = entry.get("selected_success")
                 lines.append(f"  {name:<24} picks a best candidate {100 * top['mean']:5.1f}% "
-                             f"[{100 * top['low']:.1f}, {100 * top['high']:.1f}]")
+                             f"[{100 * top['low']:.1f}, {100 * top['high']:.1f}]"
+                             + (f", its pick succeeds {100 * success['mean']:5.1f}%" if success else ""))
+        if "turns_with_a_success" in selection:
+            lines.append(f"  any candidate succeeds on {selection['turns_with_a_success']} of {selection['turns']} "
+                         "turns")
     lines.append(f"Stage time {results['stage_seconds_total'] / 60:.1f} min (wall {results['wall_seconds'] / 60:.1f} "
                  "min this call)" + ("" if results.get("complete", True) else "; the study goes on"))
     return "\n".join(lines)
