@@ -330,6 +330,55 @@ def test_compare_evaluations_script_agrees_with_the_study(tiny_study, tmp_path):
         script.main([str(run / "collect")])
 
 
+def test_pass_at_k_estimators_agree_with_every_draw_enumerated():
+    import itertools
+
+    script = _script("answer_pass_at_k")
+    rng = random.Random(0)
+    for _ in range(20):
+        rewards = [rng.choice([0.0, 0.3, 0.7, 1.0]) for _ in range(rng.randint(1, 7))]
+        for k in range(1, len(rewards) + 1):
+            draws = list(itertools.combinations(rewards, k))
+            solved = sum(any(r >= 1.0 for r in draw) for draw in draws) / len(draws)
+            assert script.pass_at_k(sum(r >= 1.0 for r in rewards), len(rewards), k) == pytest.approx(solved)
+            assert script.expected_best_of_k(rewards, k) == pytest.approx(sum(map(max, draws)) / len(draws))
+    with pytest.raises(ValueError, match="k <= samples"):
+        script.pass_at_k(1, 4, 5)
+    with pytest.raises(ValueError, match="k <="):
+        script.expected_best_of_k([0.5], 0)
+
+
+def test_answer_pass_at_k_script_samples_and_grades_the_runs_answer_turns(tiny_study, tmp_path, monkeypatch):
+    from colbench_gym.tasks import resolve_tasks
+    from sweet_trl import pipeline
+    from sweet_trl.policy_trainer import load_rows
+
+    script = _script("answer_pass_at_k")
+    root, run = tiny_study["root"], tiny_study["run"]
+    tasks = {t.problem_description: t for split in ("train", "test")
+             for t in resolve_tasks(str(root / f"{split}.jsonl"))}
+    real = pipeline.models.make_backend
+    monkeypatch.setattr(pipeline.models, "make_backend", lambda *a, **k: ScriptedAnswers(real(*a, **k), tasks))
+    out = tmp_path / "pass.json"
+    argv = ["--config", str(root / "study.yaml"), "--run_dir", str(run), "--states", "3", "--candidates", "4",
+            "--temperatures", "1.0", "--json", str(out)]
+    assert script.main(argv) == 0
+    entry = json.loads(out.read_text())["by_temperature"]["1.0"]
+    assert entry["turns"] == 3 and entry["candidates"] == 4 and [row["k"] for row in entry["by_k"]] == [1, 2, 4]
+    # the scripted answers are the task's reference (every test passes) or a wrong guess, `def f(*args): return 0`
+    (folder,) = (run / "pass_at_k").iterdir()
+    rows = load_rows(folder / "candidates").to_list()
+    solved = [sum("(*args)" not in text for text in row["candidates"]) for row in rows]
+    pass_1, _, pass_4 = (row["pass_at_k"]["mean"] for row in entry["by_k"])
+    assert pass_1 == pytest.approx(sum(solved) / (4 * len(rows)))
+    assert pass_4 == pytest.approx(sum(s > 0 for s in solved) / len(rows))
+    best = [row["best_tests_passed"]["mean"] for row in entry["by_k"]]
+    assert best == sorted(best) and best[-1] >= pass_4
+    # a second call samples nothing again: the same candidates, the same numbers
+    assert script.main(argv) == 0
+    assert json.loads(out.read_text())["by_temperature"]["1.0"] == entry
+
+
 def test_study_refuses_bad_configurations(tmp_path):
     pytest.importorskip("trl")
     import yaml

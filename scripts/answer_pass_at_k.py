@@ -1,0 +1,143 @@
+"""Headroom at the answer turn: how often any of k sampled answers succeeds (pass@k), for a policy and temperature.
+
+Ranking methods (SWEET-RL's turn pairs, a critic's best-of-N) can only prefer answers the policy samples, so the
+pass@k of the final turn bounds what one round of them can make of it. This samples N answers at each of the
+held-out answer turns of a run's evaluation (the dialogue up to the agent's last message, as the study's critic
+judgement does), grades every one with the environment's scorer, and reports, for k = 1, 2, 4, ... N, the unbiased
+pass@k (the chance that at least one of k answers drawn from the N passes every test) and the expected tests passed
+by the best of k, each with a 95% bootstrap interval over turns.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/answer_pass_at_k.py --config examples/configs/study_cpu.yaml \\
+        --run_dir runs/study_cpu_run3 --states 48 --candidates 16 --temperatures 0.7 1.0 --json out.json
+    # the trained policy's own headroom (an adapter folder is merged into its base):
+    ... --policy_model runs/study_cpu_run3/train_policy/model
+
+Sampled candidates are kept under ``<run_dir>/pass_at_k/`` (one folder per policy, temperature and setting), so a
+stopped measurement resumes and a repeated one only recomputes the statistics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def pass_at_k(successes: int, samples: int, k: int) -> float:
+    """The chance that at least one of ``k`` answers drawn without replacement from ``samples`` succeeds, when
+    ``successes`` of them do: 1 - C(n - c, k) / C(n, k), the unbiased estimator of pass@k."""
+    if not 0 < k <= samples or not 0 <= successes <= samples:
+        raise ValueError(f"need 0 < k <= samples and 0 <= successes <= samples, got k={k}, "
+                         f"samples={samples}, successes={successes}")
+    return 1.0 - math.comb(samples - successes, k) / math.comb(samples, k)
+
+
+def expected_best_of_k(rewards: Sequence[float], k: int) -> float:
+    """The expected largest reward among ``k`` of ``rewards`` drawn without replacement: the i-th smallest is the
+    largest of the draw in C(i - 1, k - 1) of the C(n, k) draws."""
+    n = len(rewards)
+    if not 0 < k <= n:
+        raise ValueError(f"need 0 < k <= {n}, got {k}")
+    ordered = sorted(rewards)
+    return sum(r * math.comb(i, k - 1) for i, r in enumerate(ordered)) / math.comb(n, k)
+
+
+def headroom(rows: Sequence[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
+    """pass@k and the best of k's tests passed for k = 1, 2, 4, ... up to the fewest candidates of a turn."""
+    from sweet_trl.study.critic_eval import SOLVED
+    from sweet_trl.study.stats import bootstrap_mean
+
+    graded = [r["candidate_rewards"] for r in rows
+              if r["candidate_rewards"] and all(math.isfinite(x) for x in r["candidate_rewards"])]
+    if not graded:
+        raise SystemExit("no graded answer turn: nothing to measure")
+    fewest = min(len(rewards) for rewards in graded)
+    ks = [2 ** i for i in range(fewest.bit_length()) if 2 ** i <= fewest]
+    out = {"turns": len(graded), "candidates": fewest, "by_k": []}
+    for k in ks:
+        solved = [pass_at_k(sum(x >= SOLVED for x in rewards), len(rewards), k) for rewards in graded]
+        best = [expected_best_of_k(rewards, k) for rewards in graded]
+        out["by_k"].append({"k": k, "pass_at_k": bootstrap_mean(solved, seed=seed).to_dict(),
+                            "best_tests_passed": bootstrap_mean(best, seed=seed).to_dict()})
+    return out
+
+
+def measure(config: str, run_dir: Path, policy_model: str | None, evaluation: str, states: int, candidates: int,
+            temperatures: Sequence[float], seed: int, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    from colbench_gym.tasks import resolve_tasks
+    from sweet_trl.pipeline import models, release
+    from sweet_trl.policy_trainer import load_rows
+    from sweet_trl.study.critic_eval import answer_turn_states, grade_candidates
+    from sweet_trl.study.runner import Study
+    from sweet_trl.turn_pairs import TurnPairsConfig, sample_candidates
+
+    study = Study(config, ["--run_dir", str(run_dir), *overrides])
+    run, gen, _ = study._parse("sample_candidates", ["--run_dir", str(run_dir)])
+    trajectories = run_dir / "evaluate" / evaluation / "trajectories.jsonl"
+    if not trajectories.is_file():
+        raise SystemExit(f"{trajectories} not found: evaluate the {evaluation!r} policy in {run_dir} first")
+    turn_states = answer_turn_states(trajectories, max_turns=run.max_turns, env_id=run.env_id, max_states=states,
+                                     seed=seed)
+    tasks = {task.task_id: task for task in resolve_tasks(run.eval_tasks, "backend")}
+    model = policy_model or run.policy_model
+    result: dict[str, Any] = {"run_dir": str(run_dir), "policy_model": model, "evaluation": evaluation,
+                              "seed": seed, "max_new_tokens": gen.max_new_tokens, "by_temperature": {}}
+    backend = None  # loaded only when some temperature still has to be sampled
+    try:
+        for temperature in temperatures:
+            settings = json.dumps([model, evaluation, states, candidates, temperature, gen.max_new_tokens, seed])
+            folder = run_dir / "pass_at_k" / hashlib.sha256(settings.encode()).hexdigest()[:12]
+            if (folder / "candidates" / "dataset_info.json").exists():
+                sampled = load_rows(folder / "candidates").to_list()
+            else:
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / "settings.json").write_text(settings + "\n", encoding="utf-8")
+                backend = backend or models.make_backend(gen, model, name=model, run=run)
+                sampling = TurnPairsConfig(env_id=run.env_id, max_turns=run.max_turns, num_candidates=candidates,
+                                           temperature=temperature, top_p=gen.top_p,
+                                           max_new_tokens=gen.max_new_tokens,
+                                           generation_batch_size=gen.generation_batch_size, seed=seed)
+                sampled = sample_candidates(turn_states, backend, sampling, output_dir=folder / "candidates").to_list()
+            result["by_temperature"][str(temperature)] = headroom(grade_candidates(sampled, tasks), seed=seed)
+    finally:
+        del backend
+        release()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True, help="the run's configuration (generation settings, tasks)")
+    parser.add_argument("--run_dir", type=Path, required=True)
+    parser.add_argument("--evaluation", default="zero_shot", help="whose evaluation gives the answer turns")
+    parser.add_argument("--policy_model", help="the policy that samples (default: the run's policy_model)")
+    parser.add_argument("--states", type=int, default=48, help="answer turns, drawn at random")
+    parser.add_argument("--candidates", type=int, default=16, help="answers sampled per turn")
+    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.7])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, help="also write the result here")
+    args, overrides = parser.parse_known_args(argv)
+    if args.states < 1 or args.candidates < 1:
+        parser.error("--states and --candidates must be at least 1")
+    result = measure(args.config, args.run_dir, args.policy_model, args.evaluation, args.states, args.candidates,
+                     args.temperatures, args.seed, overrides)
+    print(f"{result['policy_model']} on answer turns of {args.run_dir}/evaluate/{args.evaluation}")
+    for temperature, entry in result["by_temperature"].items():
+        print(f"  temperature {temperature}, {entry['turns']} turns x {entry['candidates']} answers:")
+        for row in entry["by_k"]:
+            p, b = row["pass_at_k"], row["best_tests_passed"]
+            print(f"    k={row['k']:<3} pass@k {100 * p['mean']:5.1f}% [{100 * p['low']:.1f}, {100 * p['high']:.1f}]"
+                  f"   best of k passes {100 * b['mean']:5.1f}% of the tests [{100 * b['low']:.1f}, "
+                  f"{100 * b['high']:.1f}]")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
