@@ -9,8 +9,9 @@ by the best of k, each with a 95% bootstrap interval over turns.
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/answer_pass_at_k.py --config examples/configs/study_cpu.yaml \\
         --run_dir runs/study_cpu_run3 --states 48 --candidates 16 --temperatures 0.7 1.0 --json out.json
-    # the trained policy's own headroom (an adapter folder is merged into its base):
-    ... --policy_model runs/study_cpu_run3/train_policy/model
+    # the trained policy's headroom on the same turns (an adapter folder is merged into its base), paired with the
+    # zero-shot policy's by turn:
+    ... --policy_model runs/study_cpu_run3/train_policy/model --baseline out.json --json trained.json
 
 Sampled candidates are kept under ``<run_dir>/pass_at_k/`` (one folder per policy, temperature and setting), so a
 stopped measurement resumes and a repeated one only recomputes the statistics.
@@ -48,22 +49,41 @@ def expected_best_of_k(rewards: Sequence[float], k: int) -> float:
 
 
 def headroom(rows: Sequence[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
-    """pass@k and the best of k's tests passed for k = 1, 2, 4, ... up to the fewest candidates of a turn."""
+    """pass@k and the best of k's tests passed for k = 1, 2, 4, ... up to the fewest candidates of a turn, with
+    each turn's values (``per_turn``, keyed by state id) for paired comparisons."""
     from sweet_trl.study.critic_eval import SOLVED
     from sweet_trl.study.stats import bootstrap_mean
 
-    graded = [r["candidate_rewards"] for r in rows
-              if r["candidate_rewards"] and all(math.isfinite(x) for x in r["candidate_rewards"])]
+    graded = {r["state_id"]: r["candidate_rewards"] for r in rows
+              if r["candidate_rewards"] and all(math.isfinite(x) for x in r["candidate_rewards"])}
     if not graded:
         raise SystemExit("no graded answer turn: nothing to measure")
-    fewest = min(len(rewards) for rewards in graded)
+    fewest = min(len(rewards) for rewards in graded.values())
     ks = [2 ** i for i in range(fewest.bit_length()) if 2 ** i <= fewest]
-    out = {"turns": len(graded), "candidates": fewest, "by_k": []}
+    out: dict[str, Any] = {"turns": len(graded), "candidates": fewest, "by_k": [], "per_turn": {}}
     for k in ks:
-        solved = [pass_at_k(sum(x >= SOLVED for x in rewards), len(rewards), k) for rewards in graded]
-        best = [expected_best_of_k(rewards, k) for rewards in graded]
-        out["by_k"].append({"k": k, "pass_at_k": bootstrap_mean(solved, seed=seed).to_dict(),
-                            "best_tests_passed": bootstrap_mean(best, seed=seed).to_dict()})
+        solved = {state: pass_at_k(sum(x >= SOLVED for x in rewards), len(rewards), k)
+                  for state, rewards in graded.items()}
+        best = {state: expected_best_of_k(rewards, k) for state, rewards in graded.items()}
+        out["by_k"].append({"k": k, "pass_at_k": bootstrap_mean(list(solved.values()), seed=seed).to_dict(),
+                            "best_tests_passed": bootstrap_mean(list(best.values()), seed=seed).to_dict()})
+        for state in graded:
+            out["per_turn"].setdefault(state, {})[str(k)] = [solved[state], best[state]]
+    return out
+
+
+def paired_with(entry: dict[str, Any], baseline: dict[str, Any], seed: int = 0) -> list[dict[str, Any]]:
+    """``entry - baseline`` per k (pass@k, best of k's tests passed), paired by answer turn."""
+    from sweet_trl.study.stats import paired_difference
+
+    out = []
+    for row in entry["by_k"]:
+        k = str(row["k"])
+        ours = {state: values[k] for state, values in entry["per_turn"].items()}
+        theirs = {state: values[k] for state, values in baseline["per_turn"].items() if k in values}
+        out.append({"k": row["k"], **{name: paired_difference({s: v[i] for s, v in ours.items()},
+                                                              {s: v[i] for s, v in theirs.items()}, seed=seed).to_dict()
+                                      for i, name in enumerate(("pass_at_k", "best_tests_passed"))}})
     return out
 
 
@@ -121,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.7])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the result here")
+    parser.add_argument("--baseline", type=Path, help="an earlier result (--json) on the same turns: the paired "
+                                                      "difference to it, per temperature they share")
     args, overrides = parser.parse_known_args(argv)
     if args.states < 1 or args.candidates < 1:
         parser.error("--states and --candidates must be at least 1")
@@ -134,6 +156,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    k={row['k']:<3} pass@k {100 * p['mean']:5.1f}% [{100 * p['low']:.1f}, {100 * p['high']:.1f}]"
                   f"   best of k passes {100 * b['mean']:5.1f}% of the tests [{100 * b['low']:.1f}, "
                   f"{100 * b['high']:.1f}]")
+    if args.baseline:
+        baseline = json.loads(args.baseline.read_text(encoding="utf-8"))
+        for temperature, entry in result["by_temperature"].items():
+            if temperature not in baseline["by_temperature"]:
+                continue
+            entry["minus_baseline"] = paired_with(entry, baseline["by_temperature"][temperature], seed=args.seed)
+            print(f"  minus {baseline['policy_model']} at temperature {temperature}, paired by turn (points):")
+            for row in entry["minus_baseline"]:
+                p, b = row["pass_at_k"], row["best_tests_passed"]
+                print(f"    k={row['k']:<3} pass@k {100 * p['mean']:+5.1f} [{100 * p['low']:+.1f}, "
+                      f"{100 * p['high']:+.1f}]   best of k's tests {100 * b['mean']:+5.1f} [{100 * b['low']:+.1f}, "
+                      f"{100 * b['high']:+.1f}]")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0

@@ -377,6 +377,13 @@ def test_answer_pass_at_k_script_samples_and_grades_the_runs_answer_turns(tiny_s
     # a second call samples nothing again: the same candidates, the same numbers
     assert script.main(argv) == 0
     assert json.loads(out.read_text())["by_temperature"]["1.0"] == entry
+    # paired by turn with a result on the same turns: here itself, so every difference is 0
+    again = tmp_path / "again.json"
+    assert script.main(argv[:-1] + [str(again), "--baseline", str(out)]) == 0
+    differences = json.loads(again.read_text())["by_temperature"]["1.0"]["minus_baseline"]
+    assert [row["k"] for row in differences] == [1, 2, 4]
+    assert all(row[metric][bound] == 0.0 for row in differences for metric in ("pass_at_k", "best_tests_passed")
+               for bound in ("mean", "low", "high"))
 
 
 def test_study_refuses_bad_configurations(tmp_path):
