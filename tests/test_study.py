@@ -260,6 +260,7 @@ def test_study_writes_json_report_and_critic_judgement_and_resumes(tiny_study):
     assert selection["turns_with_a_success"] == sum(1.0 in row for row in rewards)
     report = (run / "report.html").read_text()
     assert "<section id='study'>" in report and "sweet_no_privileged" in report and "<svg" in report
+    assert "its pick succeeds %" in report and f"Any candidate succeeds on {selection['turns_with_a_success']} of 3" in report
     assert "Paired differences" in tiny_study["first"]
     # a second call reruns nothing and gives the same numbers
     assert tiny_study["second"].count("skipped") >= 20 and "running" not in tiny_study["second"].replace(
