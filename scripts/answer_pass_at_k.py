@@ -130,6 +130,15 @@ def measure(config: str, run_dir: Path, policy_model: str | None, evaluation: st
     return result
 
 
+def _print_by_k(rows: Sequence[dict[str, Any]], unit: str, sign: str = "") -> None:
+    def interval(i: dict[str, float]) -> str:
+        return f"{100 * i['mean']:{sign}5.1f}{unit} [{100 * i['low']:{sign}.1f}, {100 * i['high']:{sign}.1f}]"
+
+    for row in rows:
+        print(f"    k={row['k']:<3} pass@k {interval(row['pass_at_k'])}   best of k's tests passed "
+              f"{interval(row['best_tests_passed'])}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True, help="the run's configuration (generation settings, tasks)")
@@ -151,23 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{result['policy_model']} on answer turns of {args.run_dir}/evaluate/{args.evaluation}")
     for temperature, entry in result["by_temperature"].items():
         print(f"  temperature {temperature}, {entry['turns']} turns x {entry['candidates']} answers:")
-        for row in entry["by_k"]:
-            p, b = row["pass_at_k"], row["best_tests_passed"]
-            print(f"    k={row['k']:<3} pass@k {100 * p['mean']:5.1f}% [{100 * p['low']:.1f}, {100 * p['high']:.1f}]"
-                  f"   best of k passes {100 * b['mean']:5.1f}% of the tests [{100 * b['low']:.1f}, "
-                  f"{100 * b['high']:.1f}]")
+        _print_by_k(entry["by_k"], "%")
     if args.baseline:
         baseline = json.loads(args.baseline.read_text(encoding="utf-8"))
         for temperature, entry in result["by_temperature"].items():
             if temperature not in baseline["by_temperature"]:
                 continue
             entry["minus_baseline"] = paired_with(entry, baseline["by_temperature"][temperature], seed=args.seed)
-            print(f"  minus {baseline['policy_model']} at temperature {temperature}, paired by turn (points):")
-            for row in entry["minus_baseline"]:
-                p, b = row["pass_at_k"], row["best_tests_passed"]
-                print(f"    k={row['k']:<3} pass@k {100 * p['mean']:+5.1f} [{100 * p['low']:+.1f}, "
-                      f"{100 * p['high']:+.1f}]   best of k's tests {100 * b['mean']:+5.1f} [{100 * b['low']:+.1f}, "
-                      f"{100 * b['high']:+.1f}]")
+            print(f"  minus {baseline['policy_model']} at temperature {temperature}, paired by turn:")
+            _print_by_k(entry["minus_baseline"], " points", sign="+")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0
