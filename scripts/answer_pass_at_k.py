@@ -78,12 +78,12 @@ def paired_with(entry: dict[str, Any], baseline: dict[str, Any], seed: int = 0) 
 
     out = []
     for row in entry["by_k"]:
-        k = str(row["k"])
-        ours = {state: values[k] for state, values in entry["per_turn"].items()}
-        theirs = {state: values[k] for state, values in baseline["per_turn"].items() if k in values}
-        out.append({"k": row["k"], **{name: paired_difference({s: v[i] for s, v in ours.items()},
-                                                              {s: v[i] for s, v in theirs.items()}, seed=seed).to_dict()
-                                      for i, name in enumerate(("pass_at_k", "best_tests_passed"))}})
+        k, differences = str(row["k"]), {"k": row["k"]}
+        for i, name in enumerate(("pass_at_k", "best_tests_passed")):  # the order of the per-turn values
+            ours = {state: values[k][i] for state, values in entry["per_turn"].items()}
+            theirs = {state: values[k][i] for state, values in baseline["per_turn"].items() if k in values}
+            differences[name] = paired_difference(ours, theirs, seed=seed).to_dict()
+        out.append(differences)
     return out
 
 
