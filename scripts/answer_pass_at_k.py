@@ -13,8 +13,9 @@ by the best of k, each with a 95% bootstrap interval over turns.
     # zero-shot policy's by turn:
     ... --policy_model runs/study_cpu_run3/train_policy/model --baseline out.json --json trained.json
 
-Sampled candidates are kept under ``<run_dir>/pass_at_k/`` (one folder per policy, temperature and setting), so a
-stopped measurement resumes and a repeated one only recomputes the statistics.
+The study measures the same for every policy it trains (`study.answer_turn_states`); this script measures any
+model, at several temperatures. Sampled candidates are kept under ``<run_dir>/pass_at_k/`` (one folder per policy,
+temperature and setting), so a stopped measurement resumes and a repeated one only recomputes the statistics.
 """
 
 from __future__ import annotations
@@ -22,69 +23,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-
-def pass_at_k(successes: int, samples: int, k: int) -> float:
-    """The chance that at least one of ``k`` answers drawn without replacement from ``samples`` succeeds, when
-    ``successes`` of them do: 1 - C(n - c, k) / C(n, k), the unbiased estimator of pass@k."""
-    if not 0 < k <= samples or not 0 <= successes <= samples:
-        raise ValueError(f"need 0 < k <= samples and 0 <= successes <= samples, got k={k}, "
-                         f"samples={samples}, successes={successes}")
-    return 1.0 - math.comb(samples - successes, k) / math.comb(samples, k)
-
-
-def expected_best_of_k(rewards: Sequence[float], k: int) -> float:
-    """The expected largest reward among ``k`` of ``rewards`` drawn without replacement: the i-th smallest is the
-    largest of the draw in C(i - 1, k - 1) of the C(n, k) draws."""
-    n = len(rewards)
-    if not 0 < k <= n:
-        raise ValueError(f"need 0 < k <= {n}, got {k}")
-    ordered = sorted(rewards)
-    return sum(r * math.comb(i, k - 1) for i, r in enumerate(ordered)) / math.comb(n, k)
-
-
-def headroom(rows: Sequence[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
-    """pass@k and the best of k's tests passed for k = 1, 2, 4, ... up to the fewest candidates of a turn, with
-    each turn's values (``per_turn``, keyed by state id) for paired comparisons."""
-    from sweet_trl.study.critic_eval import SOLVED
-    from sweet_trl.study.stats import bootstrap_mean
-
-    graded = {r["state_id"]: r["candidate_rewards"] for r in rows
-              if r["candidate_rewards"] and all(math.isfinite(x) for x in r["candidate_rewards"])}
-    if not graded:
-        raise SystemExit("no graded answer turn: nothing to measure")
-    fewest = min(len(rewards) for rewards in graded.values())
-    ks = [2 ** i for i in range(fewest.bit_length()) if 2 ** i <= fewest]
-    out: dict[str, Any] = {"turns": len(graded), "candidates": fewest, "by_k": [], "per_turn": {}}
-    for k in ks:
-        solved = {state: pass_at_k(sum(x >= SOLVED for x in rewards), len(rewards), k)
-                  for state, rewards in graded.items()}
-        best = {state: expected_best_of_k(rewards, k) for state, rewards in graded.items()}
-        out["by_k"].append({"k": k, "pass_at_k": bootstrap_mean(list(solved.values()), seed=seed).to_dict(),
-                            "best_tests_passed": bootstrap_mean(list(best.values()), seed=seed).to_dict()})
-        for state in graded:
-            out["per_turn"].setdefault(state, {})[str(k)] = [solved[state], best[state]]
-    return out
-
-
-def paired_with(entry: dict[str, Any], baseline: dict[str, Any], seed: int = 0) -> list[dict[str, Any]]:
-    """``entry - baseline`` per k (pass@k, best of k's tests passed), paired by answer turn."""
-    from sweet_trl.study.stats import paired_difference
-
-    out = []
-    for row in entry["by_k"]:
-        k, differences = str(row["k"]), {"k": row["k"]}
-        for i, name in enumerate(("pass_at_k", "best_tests_passed")):  # the order of the per-turn values
-            ours = {state: values[k][i] for state, values in entry["per_turn"].items()}
-            theirs = {state: values[k][i] for state, values in baseline["per_turn"].items() if k in values}
-            differences[name] = paired_difference(ours, theirs, seed=seed).to_dict()
-        out.append(differences)
-    return out
+from sweet_trl.study.answer_turns import headroom, paired_with
 
 
 def measure(config: str, run_dir: Path, policy_model: str | None, evaluation: str, states: int, candidates: int,

@@ -115,7 +115,8 @@ def test_pair_order_by_gap_counts_only_pairs_the_gap_keeps_and_whose_rewards_dif
 
 
 class ScriptedAnswers:
-    """The tiny model's turns, except single answering turns: the task's reference or a wrong guess, by seed."""
+    """The tiny model's turns, except single answering turns: the task's reference or a wrong guess, by seed; the
+    policy named "sweet" answers right more often (so that comparisons between policies have something to find)."""
 
     def __init__(self, inner, tasks):
         self.inner, self.name, self.tasks = inner, inner.name, tasks
@@ -129,7 +130,7 @@ class ScriptedAnswers:
             if task is None or sum(m["role"] == "assistant" for m in history) < 1:
                 continue
             for j in range(n):
-                good = random.Random(f"{seeds[i] if seeds else i}-{j}").random() < 0.5
+                good = random.Random(f"{seeds[i] if seeds else i}-{j}").random() < (0.9 if self.name == "sweet" else 0.5)
                 name = task.ground_truth.split("(")[0].removeprefix("def ")
                 code = task.ground_truth if good else f"def {name}(*args):\n    return 0\n"
                 out[i][j] = Generation(text="I WANT TO ANSWER:\n```python\n" + code + "```", token_ids=[1],
@@ -179,6 +180,7 @@ def tiny_study(tmp_path_factory):
         "baseline_mtdpo": {"pair_rule": "all_pairs", "require_success": False},
         "evaluate": {"eval_episodes_per_task": 4, "eval_temperature": 1.0},
         "study": {"rounds": 2, "critic_eval_states": 3, "critic_eval_candidates": 4, "bootstrap_samples": 500,
+                  "answer_turn_states": 3, "answer_turn_candidates": 4,
                   "results_path": str(root / "results" / "study.json")},
     }
     path = root / "study.yaml"
@@ -334,19 +336,20 @@ def test_compare_evaluations_script_agrees_with_the_study(tiny_study, tmp_path):
 def test_pass_at_k_estimators_agree_with_every_draw_enumerated():
     import itertools
 
-    script = _script("answer_pass_at_k")
+    from sweet_trl.study.answer_turns import expected_best_of_k, pass_at_k
+
     rng = random.Random(0)
     for _ in range(20):
         rewards = [rng.choice([0.0, 0.3, 0.7, 1.0]) for _ in range(rng.randint(1, 7))]
         for k in range(1, len(rewards) + 1):
             draws = list(itertools.combinations(rewards, k))
             solved = sum(any(r >= 1.0 for r in draw) for draw in draws) / len(draws)
-            assert script.pass_at_k(sum(r >= 1.0 for r in rewards), len(rewards), k) == pytest.approx(solved)
-            assert script.expected_best_of_k(rewards, k) == pytest.approx(sum(map(max, draws)) / len(draws))
+            assert pass_at_k(sum(r >= 1.0 for r in rewards), len(rewards), k) == pytest.approx(solved)
+            assert expected_best_of_k(rewards, k) == pytest.approx(sum(map(max, draws)) / len(draws))
     with pytest.raises(ValueError, match="k <= samples"):
-        script.pass_at_k(1, 4, 5)
+        pass_at_k(1, 4, 5)
     with pytest.raises(ValueError, match="k <="):
-        script.expected_best_of_k([0.5], 0)
+        expected_best_of_k([0.5], 0)
 
 
 def test_answer_pass_at_k_script_samples_and_grades_the_runs_answer_turns(tiny_study, tmp_path, monkeypatch):
@@ -385,6 +388,39 @@ def test_answer_pass_at_k_script_samples_and_grades_the_runs_answer_turns(tiny_s
     assert [row["k"] for row in differences] == [1, 2, 4]
     assert all(row[metric][bound] == 0.0 for row in differences for metric in ("pass_at_k", "best_tests_passed")
                for bound in ("mean", "low", "high"))
+
+
+def test_study_compares_every_policys_answers_on_the_same_held_out_turns(tiny_study):
+    from sweet_trl.policy_trainer import load_rows
+
+    results, run = tiny_study["results"], tiny_study["run"]
+    answer_turns = results["answer_turns"]
+    assert set(answer_turns["policies"]) == set(results["policies"])
+    solved_by_policy = {}
+    for name, entry in answer_turns["policies"].items():
+        assert entry["turns"] == 3 and entry["candidates"] == 4 and [r["k"] for r in entry["by_k"]] == [1, 2, 4]
+        rows = load_rows(run / "answer_turns" / name / "candidates").to_list()
+        graded = [json.loads(line) for line in (run / "answer_turns" / name / "graded.jsonl").read_text().splitlines()]
+        assert graded[0]["settings"]["policy"] == name and len(graded) == 4
+        # the scripted answers are the task's reference (every test passes) or `def f(*args): return 0`
+        solved = {row["state_id"]: sum("(*args)" not in text for text in row["candidates"]) for row in rows}
+        solved_by_policy[name] = solved
+        assert entry["by_k"][0]["pass_at_k"]["mean"] == pytest.approx(sum(solved.values()) / 12)
+        assert entry["by_k"][-1]["pass_at_k"]["mean"] == pytest.approx(sum(s > 0 for s in solved.values()) / 3)
+    # the same turns for every policy: the zero-shot evaluation's, chosen once
+    assert len({frozenset(solved) for solved in solved_by_policy.values()}) == 1
+    assert (run / "answer_turns" / "sweet_round2" / "settings.json").exists()
+    comparisons = answer_turns["comparisons"]
+    assert {"sweet - zero_shot", "rft - zero_shot", "sweet - rft", "sweet - sweet_no_privileged",
+            "sweet_round2 - zero_shot"} <= set(comparisons)
+    difference = comparisons["sweet - zero_shot"][0]["pass_at_k"]
+    ours, theirs = answer_turns["policies"]["sweet"]["by_k"][0], answer_turns["policies"]["zero_shot"]["by_k"][0]
+    assert difference["mean"] == pytest.approx(ours["pass_at_k"]["mean"] - theirs["pass_at_k"]["mean"])
+    assert difference["mean"] > 0  # the scripted "sweet" answers right 90% of the time, the others 50%
+    assert "Answer turns (3 held-out turns x 4 answers" in tiny_study["first"]
+    assert "The answer turn alone" in (run / "report.html").read_text()
+    # the second study call sampled nothing again
+    assert tiny_study["again"]["answer_turns"] == json.loads(json.dumps(answer_turns))
 
 
 def test_study_refuses_bad_configurations(tmp_path):

@@ -190,8 +190,35 @@ def _study_section(data: RunData) -> str:
            + (f"<p>Any candidate succeeds on {selection['turns_with_a_success']} of {selection['turns']} turns: the "
               "most successes that ranking these candidates can give.</p>" if "turns_with_a_success" in selection
               else "") if selection_rows else "")
+        + _answer_turn_tables(study.get("answer_turns") or {})
         + f"<p class='muted'>Stage time {study['stage_seconds_total'] / 60:.1f} min.</p></section>"
     )
+
+
+def _answer_turn_tables(answer_turns: dict[str, Any]) -> str:
+    """Every policy's answers on the same held-out answer turns, and SWEET-RL's paired differences there."""
+    if "error" in answer_turns:
+        return f"<h3>The answer turn alone</h3><p>Not measured: {esc(answer_turns['error'])}</p>"
+    if not answer_turns.get("policies"):
+        return ""
+
+    def cell(i: dict[str, float], sign: str = "") -> str:
+        return f"{100 * i['mean']:{sign}.1f} [{100 * i['low']:{sign}.1f}, {100 * i['high']:{sign}.1f}]"
+
+    n = answer_turns["settings"]["candidates"]
+    rows = [[f"<b>{esc(name)}</b>", cell(e["by_k"][0]["best_tests_passed"]), cell(e["by_k"][0]["pass_at_k"]),
+             cell(e["by_k"][-1]["pass_at_k"]), cell(e["by_k"][-1]["best_tests_passed"]), e["turns"]]
+            for name, e in answer_turns["policies"].items()]
+    differences = [[esc(label), cell(r[0]["best_tests_passed"], "+"), cell(r[0]["pass_at_k"], "+"),
+                    cell(r[-1]["pass_at_k"], "+")] for label, r in answer_turns["comparisons"].items()]
+    return ("<h3>The answer turn alone: every policy's answers on the same held-out turns</h3>"
+            f"<p>{n} answers per turn and policy at temperature {answer_turns['settings']['temperature']}, each graded "
+            "by the environment's scorer; intervals over turns. pass@k: the chance that at least one of k answers "
+            "passes every test. The best of the answers bounds what ranking the policy's own samples can reach.</p>"
+            + table(["policy", "tests passed %, one answer", "pass@1 %", f"pass@{n} %",
+                     f"tests passed %, best of {n}", "turns"], rows, numeric_from=5)
+            + table(["paired by turn (points)", "tests passed, one answer", "pass@1", f"pass@{n}"], differences,
+                    numeric_from=4))
 
 
 def _stages_section(data: RunData) -> str:

@@ -25,6 +25,12 @@ class StudyArguments:
             best-of-N selection; `0` skips it.
         critic_eval_candidates (`int`, *optional*, defaults to `8`):
             Candidate answers sampled per held-out turn and graded by the environment's scorer.
+        answer_turn_states (`int`, *optional*, defaults to `0`):
+            Held-out answer turns (the same kind as above) on which every evaluated policy samples
+            `answer_turn_candidates` answers, graded by the scorer and compared paired by turn: the answer turn
+            measured apart from the whole episode (`sweet_trl.study.answer_turns`); `0` skips it.
+        answer_turn_candidates (`int`, *optional*, defaults to `16`):
+            Answers per turn and policy (pass@k is reported for k = 1, 2, 4, ... up to it).
         bootstrap_samples (`int`, *optional*, defaults to `10000`):
             Resamples of the tasks for every interval.
         confidence (`float`, *optional*, defaults to `0.95`):
@@ -33,13 +39,16 @@ class StudyArguments:
             Also write the study JSON here (for example `benchmarks/results/study_cpu.json`); it is always
             written to `<run_dir>/study.json`.
         seed (`int`, *optional*, defaults to `0`):
-            Seed of the bootstrap and of the critic evaluation's turn selection (the stages have their own).
+            Seed of the bootstrap, of the held-out answer turns' selection and of their sampling (the stages have
+            their own).
     """
 
     methods: list[str] = field(default_factory=lambda: list(METHODS))
     rounds: int = 1
     critic_eval_states: int = 48
     critic_eval_candidates: int = 8
+    answer_turn_states: int = 0
+    answer_turn_candidates: int = 16
     bootstrap_samples: int = 10_000
     confidence: float = 0.95
     results_path: str | None = None
@@ -59,6 +68,10 @@ class StudyArguments:
             raise ValueError(f"critic_eval_states must be >= 0, got {self.critic_eval_states}")
         if self.critic_eval_candidates < 2:
             raise ValueError(f"critic_eval_candidates must be >= 2, got {self.critic_eval_candidates}")
+        if self.answer_turn_states < 0:
+            raise ValueError(f"answer_turn_states must be >= 0, got {self.answer_turn_states}")
+        if self.answer_turn_candidates < 1:
+            raise ValueError(f"answer_turn_candidates must be >= 1, got {self.answer_turn_candidates}")
         if not 0 < self.confidence < 1:
             raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
         if self.bootstrap_samples < 100:

@@ -6,7 +6,8 @@
      "episodes": 320, "tasks": 80, "parts": {"seen": {...}, "unseen": {...}}}
 
 (``success_rate`` is a fraction, ``tests_passed`` a percentage, as in the evaluation metrics), ``comparisons``
-(paired differences by task, same units), ``critic_selection``, ``stages`` (seconds per stage), ``seeds``,
+(paired differences by task, same units), ``critic_selection``, ``answer_turns`` (every policy's answers on the same
+held-out answer turns, `sweet_trl.study.answer_turns`), ``stages`` (seconds per stage), ``seeds``,
 ``versions`` and ``wall_seconds``.
 """
 
@@ -111,6 +112,7 @@ def study_results(study: Any, critic_selection: dict[str, Any] | None, wall_seco
         "comparisons": comparisons,
         "failed": dict(study.failed),
         "critic_selection": critic_selection,
+        "answer_turns": study.answer_turns,
         "stages": [{"stage": key, "dir": m["dir"], "seconds": round(float(m["seconds"]), 1),
                     "finished_at": m["finished_at"]} for key, m in study.markers.items()],
         "stage_seconds_total": round(sum(float(m["seconds"]) for m in study.markers.values()), 1),
@@ -152,9 +154,35 @@ def format_table(results: Mapping[str, Any]) -> str:
         if "turns_with_a_success" in selection:
             lines.append(f"  any candidate succeeds on {selection['turns_with_a_success']} of {selection['turns']} "
                          "turns")
+    lines.extend(_answer_turn_lines(results.get("answer_turns") or {}))
     lines.append(f"Stage time {results['stage_seconds_total'] / 60:.1f} min (wall {results['wall_seconds'] / 60:.1f} "
                  "min this call)" + ("" if results.get("complete", True) else "; the study goes on"))
     return "\n".join(lines)
+
+
+def _answer_turn_lines(answer_turns: Mapping[str, Any]) -> list[str]:
+    if "error" in answer_turns:
+        return [f"Answer turns: not measured ({answer_turns['error']})"]
+    if not answer_turns.get("policies"):
+        return []
+
+    def interval(i: Mapping[str, float], sign: str = "") -> str:
+        return f"{100 * i['mean']:{sign}.1f} [{100 * i['low']:{sign}.1f}, {100 * i['high']:{sign}.1f}]"
+
+    settings = answer_turns["settings"]
+    n = settings["candidates"]
+    lines = [f"Answer turns ({next(iter(answer_turns['policies'].values()))['turns']} held-out turns x {n} answers "
+             f"at temperature {settings['temperature']}; intervals over turns):",
+             f"  {'policy':<22}{'tests passed %, one answer':>28}{'pass@1 %':>22}{f'pass@{n} %':>22}"]
+    for name, entry in answer_turns["policies"].items():
+        first, last = entry["by_k"][0], entry["by_k"][-1]
+        lines.append(f"  {name:<22}{interval(first['best_tests_passed']):>28}{interval(first['pass_at_k']):>22}"
+                     f"{interval(last['pass_at_k']):>22}")
+    for label, rows in answer_turns["comparisons"].items():
+        first = rows[0]
+        lines.append(f"  {label:<38} tests {interval(first['best_tests_passed'], '+')}   "
+                     f"pass@1 {interval(first['pass_at_k'], '+')}")
+    return lines
 
 
 def write_results(study: Any, results: dict[str, Any]) -> Path:

@@ -68,6 +68,7 @@ class Study:
         self.markers: dict[str, dict[str, Any]] = {}
         self.failed: dict[str, str] = {}  # method -> why it could not be trained or evaluated
         self.critic_selection: dict[str, Any] | None = None
+        self.answer_turns: dict[str, Any] | None = None
         self.started = time.perf_counter()
 
     # -- stages ----------------------------------------------------------------------------------------------
@@ -149,6 +150,8 @@ class Study:
             label = f"sweet_round{round_index}"
             self.method(label, lambda p=previous, r=round_index: self.next_round(p, r))
             previous = self.run_dir / f"round{round_index}"
+        if self.args.answer_turn_states:
+            self.compare_answer_turns()
         return self.write(final=True)
 
     def write(self, final: bool = False) -> dict[str, Any]:
@@ -191,6 +194,17 @@ class Study:
         self.sweet(run_dir, label, *policy)
         self.evaluate(run_dir, "sweet", f"sweet_round{round_index}", *policy)
         return run_dir
+
+    def compare_answer_turns(self) -> None:
+        """Every evaluated policy's answers on the same held-out answer turns; a comparison that cannot run is
+        recorded in its place, the policies' results stand."""
+        from sweet_trl.study.answer_turns import answer_turn_comparison
+
+        try:
+            self.answer_turns = answer_turn_comparison(self)
+        except ValueError as err:
+            self.answer_turns = {"error": str(err)}
+            print(f"[answer_turns] not measured: {err}", file=self.out, flush=True)
 
     def judge_critics(self) -> dict[str, Any]:
         from sweet_trl.study.critic_run import judge_critics

@@ -1,0 +1,185 @@
+"""Every policy's answers on the same held-out answer turns: the final turn measured apart from the episode.
+
+An episode's outcome mixes the agent's first message with its answer; SWEET-RL ranks and trains turn by turn. So
+the study also samples N answers from each evaluated policy at the same held-out answer turns (the zero-shot
+evaluation's dialogues up to the agent's final message, the turns the critics are judged on) and grades every
+answer with the environment's scorer. Per policy, with bootstrap intervals over turns: the tests passed by one
+answer, pass@1 and pass@N (the chance that at least one of k answers drawn from the N passes every test, unbiased
+estimator) and the best of N's tests passed, which bounds what ranking the policy's own answers can reach. Paired by
+turn: each trained policy minus zero-shot, SWEET-RL minus every other policy.
+
+Files under ``<run_dir>/answer_turns/<policy>/``: ``candidates/`` (a ``datasets`` folder; sampling resumes like the
+``sample_candidates`` stage) and ``graded.jsonl`` (the answers' rewards, reused while the policy's evaluation, the
+turns and the sampling settings are the same).
+
+    pass_at_k(successes=3, samples=16, k=4)        # one turn: 3 of 16 answers pass every test
+    headroom(graded_rows)                          # every k = 1, 2, 4, ... N, with per-turn values for pairing
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sweet_trl.study.critic_eval import SOLVED
+from sweet_trl.study.stats import bootstrap_mean, paired_difference
+
+
+def pass_at_k(successes: int, samples: int, k: int) -> float:
+    """The chance that at least one of ``k`` answers drawn without replacement from ``samples`` succeeds, when
+    ``successes`` of them do: 1 - C(n - c, k) / C(n, k), the unbiased estimator of pass@k."""
+    if not 0 < k <= samples or not 0 <= successes <= samples:
+        raise ValueError(f"need 0 < k <= samples and 0 <= successes <= samples, got k={k}, "
+                         f"samples={samples}, successes={successes}")
+    return 1.0 - math.comb(samples - successes, k) / math.comb(samples, k)
+
+
+def expected_best_of_k(rewards: Sequence[float], k: int) -> float:
+    """The expected largest reward among ``k`` of ``rewards`` drawn without replacement: the i-th smallest is the
+    largest of the draw in C(i - 1, k - 1) of the C(n, k) draws."""
+    n = len(rewards)
+    if not 0 < k <= n:
+        raise ValueError(f"need 0 < k <= {n}, got {k}")
+    ordered = sorted(rewards)
+    return sum(r * math.comb(i, k - 1) for i, r in enumerate(ordered)) / math.comb(n, k)
+
+
+def headroom(rows: Sequence[Mapping[str, Any]], samples: int = 10_000, level: float = 0.95, seed: int = 0
+             ) -> dict[str, Any]:
+    """pass@k and the best of k's tests passed for k = 1, 2, 4, ... up to the fewest answers of a turn, with each
+    turn's values (``per_turn``: state id -> {k: [pass@k, best of k]}) for paired comparisons. Turns the grader
+    could not score (an infrastructure error) are left out."""
+    graded = {r["state_id"]: r["candidate_rewards"] for r in rows
+              if r["candidate_rewards"] and all(math.isfinite(x) for x in r["candidate_rewards"])}
+    if not graded:
+        raise ValueError("no graded answer turn: nothing to measure")
+    fewest = min(len(rewards) for rewards in graded.values())
+    out: dict[str, Any] = {"turns": len(graded), "candidates": fewest, "by_k": [], "per_turn": {}}
+    for k in [2 ** i for i in range(fewest.bit_length()) if 2 ** i <= fewest]:
+        solved = {state: pass_at_k(sum(x >= SOLVED for x in rewards), len(rewards), k)
+                  for state, rewards in graded.items()}
+        best = {state: expected_best_of_k(rewards, k) for state, rewards in graded.items()}
+        out["by_k"].append({"k": k, "pass_at_k": bootstrap_mean(list(solved.values()), samples, level, seed).to_dict(),
+                            "best_tests_passed": bootstrap_mean(list(best.values()), samples, level, seed).to_dict()})
+        for state in graded:
+            out["per_turn"].setdefault(state, {})[str(k)] = [solved[state], best[state]]
+    return out
+
+
+def paired_with(entry: Mapping[str, Any], baseline: Mapping[str, Any], samples: int = 10_000, level: float = 0.95,
+                seed: int = 0) -> list[dict[str, Any]]:
+    """``entry - baseline`` per k (pass@k, best of k's tests passed), paired by the turns both graded."""
+    shared = sorted(set(entry["per_turn"]) & set(baseline["per_turn"]))
+    if not shared:
+        raise ValueError("no answer turn in common: a paired difference needs the same turns")
+    out = []
+    for row in entry["by_k"]:
+        k = str(row["k"])
+        if any(k not in baseline["per_turn"][state] for state in shared):
+            continue
+        differences: dict[str, Any] = {"k": row["k"]}
+        for index, name in enumerate(("pass_at_k", "best_tests_passed")):
+            ours = {state: entry["per_turn"][state][k][index] for state in shared}
+            theirs = {state: baseline["per_turn"][state][k][index] for state in shared}
+            differences[name] = paired_difference(ours, theirs, samples, level, seed).to_dict()
+        out.append(differences)
+    return out
+
+
+# -- in the study ------------------------------------------------------------------------------------------------
+
+# the paired differences the study reports: each trained policy against zero-shot, SWEET-RL against the others
+def _comparisons(policies: Sequence[str]) -> list[tuple[str, str]]:
+    pairs = [(name, "zero_shot") for name in policies if name != "zero_shot"]
+    pairs += [("sweet", other) for other in policies if other not in ("sweet", "zero_shot")]
+    return [(a, b) for a, b in pairs if a in policies and b in policies]
+
+
+def answer_turn_comparison(study: Any) -> dict[str, Any]:
+    """Sample, grade and compare every evaluated policy's answers on the same held-out answer turns."""
+    from colbench_gym.tasks import resolve_tasks
+    from sweet_trl.study.critic_eval import answer_turn_states
+
+    args = study.args
+    evaluations = {key.split("/", 1)[1]: marker for key, marker in study.markers.items()
+                   if key.startswith("evaluate/")}
+    if "zero_shot" not in evaluations:
+        raise ValueError("the answer-turn comparison needs the zero-shot evaluation (its dialogues give the turns)")
+    run, gen, _ = study._parse("sample_candidates", ["--run_dir", str(study.run_dir)])
+    if run.kind != "backend":
+        raise ValueError("the answer-turn comparison grades code answers: backend runs only")
+    trajectories = study.run_dir / evaluations["zero_shot"]["dir"] / "trajectories.jsonl"
+    states = answer_turn_states(trajectories, max_turns=run.max_turns, env_id=run.env_id,
+                                max_states=args.answer_turn_states, seed=args.seed)
+    tasks = {task.task_id: task for task in resolve_tasks(run.eval_tasks, "backend")}
+    sampling = {"turns_from": evaluations["zero_shot"]["run_id"], "states": args.answer_turn_states,
+                "candidates": args.answer_turn_candidates, "temperature": gen.temperature, "top_p": gen.top_p,
+                "max_new_tokens": gen.max_new_tokens, "seed": args.seed}
+    print("\n=== answer_turns ===", file=study.out, flush=True)
+    entries: dict[str, dict[str, Any]] = {}
+    for name, marker in evaluations.items():
+        settings = {**sampling, "policy": name, "evaluation_run": marker["run_id"],
+                    "model": _policy_model(study, marker, run.policy_model)}
+        rows = _graded_answers(study, study.run_dir / "answer_turns" / name, settings, states, tasks, run, gen)
+        entries[name] = headroom(rows, args.bootstrap_samples, args.confidence, args.seed)
+        first, last = entries[name]["by_k"][0], entries[name]["by_k"][-1]
+        print(f"[answer_turns] {name}: one answer passes {100 * first['best_tests_passed']['mean']:.1f}% of the "
+              f"tests, pass@1 {100 * first['pass_at_k']['mean']:.1f}%, pass@{last['k']} "
+              f"{100 * last['pass_at_k']['mean']:.1f}%", file=study.out, flush=True)
+    comparisons = {f"{a} - {b}": paired_with(entries[a], entries[b], args.bootstrap_samples, args.confidence,
+                                             args.seed)
+                   for a, b in _comparisons(list(entries))}
+    return {"settings": sampling, "policies": {name: {k: v for k, v in entry.items() if k != "per_turn"}
+                                               for name, entry in entries.items()},
+            "comparisons": comparisons}
+
+
+def _policy_model(study: Any, marker: Mapping[str, Any], base_model: str) -> str:
+    """The model an evaluation ran: the run's base policy for zero-shot, else the trained stage's model folder
+    beside the evaluation (the ablation and later rounds evaluate in their own sub-folders)."""
+    from sweet_trl.pipeline import POLICY_STAGES
+
+    policy = marker["info"]["policy"]
+    if policy == "zero_shot":
+        return base_model
+    if policy not in POLICY_STAGES:
+        return policy  # a model given by path or Hub id
+    run_dir = (study.run_dir / marker["dir"]).parent.parent
+    return str(run_dir / POLICY_STAGES[policy] / "model")
+
+
+def _graded_answers(study: Any, folder: Path, settings: dict[str, Any], states: list[dict[str, Any]],
+                    tasks: Mapping[str, Any], run: Any, gen: Any) -> list[dict[str, Any]]:
+    """One policy's graded answers: read back when sampled with the same settings, else sampled and graded."""
+    from sweet_trl.pipeline import clear_folder, models, release
+    from sweet_trl.study.critic_eval import grade_candidates
+    from sweet_trl.turn_pairs import TurnPairsConfig, sample_candidates
+
+    graded_path = folder / "graded.jsonl"
+    if graded_path.exists():
+        header, *lines = graded_path.read_text(encoding="utf-8").splitlines()
+        if json.loads(header).get("settings") == settings:
+            return [json.loads(line) for line in lines if line.strip()]
+    if (folder / "settings.json").exists() and json.loads((folder / "settings.json").read_text()) != settings:
+        clear_folder(folder)  # another policy or other sampling: its half-sampled answers are not these
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    config = TurnPairsConfig(env_id=run.env_id, max_turns=run.max_turns, num_candidates=settings["candidates"],
+                             temperature=settings["temperature"], top_p=settings["top_p"],
+                             max_new_tokens=settings["max_new_tokens"],
+                             generation_batch_size=gen.generation_batch_size, seed=settings["seed"])
+    backend = models.make_backend(gen, settings["model"], name=settings["policy"], run=run)
+    try:
+        sampled = sample_candidates(states, backend, config, output_dir=folder / "candidates").to_list()
+    finally:
+        del backend
+        release()
+    rows = grade_candidates(sampled, tasks)
+    with graded_path.open("w", encoding="utf-8") as handle:
+        handle.write(json.dumps({"settings": settings}) + "\n")
+        for row in rows:
+            handle.write(json.dumps(row, default=str) + "\n")
+    return rows
