@@ -419,8 +419,32 @@ def test_study_compares_every_policys_answers_on_the_same_held_out_turns(tiny_st
     assert difference["mean"] > 0  # the scripted "sweet" answers right 90% of the time, the others 50%
     assert "Answer turns (3 held-out turns x 4 answers" in tiny_study["first"]
     assert "The answer turn alone" in (run / "report.html").read_text()
+    assert answer_turns["failed"] == {}
     # the second study call sampled nothing again
     assert tiny_study["again"]["answer_turns"] == json.loads(json.dumps(answer_turns))
+
+
+def test_a_policy_whose_answers_cannot_be_sampled_is_recorded_and_the_others_compared(tiny_study, monkeypatch):
+    from sweet_trl.study import answer_turns
+    from sweet_trl.study.runner import Study
+
+    run = tiny_study["run"]
+    study = Study(tiny_study["root"] / "study.yaml", stream=io.StringIO())
+    for name in ("zero_shot", "sweet", "rft"):
+        study.markers[f"evaluate/{name}"] = json.loads((run / "evaluate" / name / "_COMPLETE.json").read_text())
+    real = answer_turns._graded_answers
+
+    def graded(folder, settings, *args):
+        if settings["policy"] == "rft":
+            raise OSError(f"no model at {settings['model']}")
+        return real(folder, settings, *args)  # read back: the study sampled these already
+
+    monkeypatch.setattr(answer_turns, "_graded_answers", graded)
+    result = answer_turns.answer_turn_comparison(study)
+    assert set(result["policies"]) == {"zero_shot", "sweet"} and "OSError: no model at" in result["failed"]["rft"]
+    assert str(run / "baseline_rft" / "model") in result["failed"]["rft"]
+    assert set(result["comparisons"]) == {"sweet - zero_shot"}
+    assert result["policies"]["sweet"] == tiny_study["results"]["answer_turns"]["policies"]["sweet"]
 
 
 def test_study_refuses_bad_configurations(tmp_path):

@@ -209,6 +209,8 @@ def _answer_turn_tables(answer_turns: dict[str, Any]) -> str:
     rows = [[f"<b>{esc(name)}</b>", cell(e["by_k"][0]["best_tests_passed"]), cell(e["by_k"][0]["pass_at_k"]),
              cell(e["by_k"][-1]["pass_at_k"]), cell(e["by_k"][-1]["best_tests_passed"]), e["turns"]]
             for name, e in answer_turns["policies"].items()]
+    rows += [[f"<b>{esc(name)}</b>", f"not measured: {esc(why)}", "", "", "", ""]
+             for name, why in answer_turns.get("failed", {}).items()]
     differences = [[esc(label), cell(r[0]["best_tests_passed"], "+"), cell(r[0]["pass_at_k"], "+"),
                     cell(r[-1]["pass_at_k"], "+")] for label, r in answer_turns["comparisons"].items()]
     return ("<h3>The answer turn alone: every policy's answers on the same held-out turns</h3>"

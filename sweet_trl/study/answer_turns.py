@@ -93,9 +93,10 @@ def paired_with(entry: Mapping[str, Any], baseline: Mapping[str, Any], samples: 
 
 # the paired differences the study reports: each trained policy against zero-shot, SWEET-RL against the others
 def _comparisons(policies: Sequence[str]) -> list[tuple[str, str]]:
-    pairs = [(name, "zero_shot") for name in policies if name != "zero_shot"]
-    pairs += [("sweet", other) for other in policies if other not in ("sweet", "zero_shot")]
-    return [(a, b) for a, b in pairs if a in policies and b in policies]
+    pairs = [(name, "zero_shot") for name in policies if name != "zero_shot"] if "zero_shot" in policies else []
+    if "sweet" in policies:
+        pairs += [("sweet", other) for other in policies if other not in ("sweet", "zero_shot")]
+    return pairs
 
 
 def answer_turn_comparison(study: Any) -> dict[str, Any]:
@@ -120,11 +121,17 @@ def answer_turn_comparison(study: Any) -> dict[str, Any]:
                 "max_new_tokens": gen.max_new_tokens, "seed": args.seed}
     print("\n=== answer_turns ===", file=study.out, flush=True)
     entries: dict[str, dict[str, Any]] = {}
+    failed: dict[str, str] = {}
     for name, marker in evaluations.items():
         settings = {**sampling, "policy": name, "evaluation_run": marker["run_id"],
                     "model": _policy_model(study, marker, run.policy_model)}
-        rows = _graded_answers(study, study.run_dir / "answer_turns" / name, settings, states, tasks, run, gen)
-        entries[name] = headroom(rows, args.bootstrap_samples, args.confidence, args.seed)
+        try:
+            rows = _graded_answers(study.run_dir / "answer_turns" / name, settings, states, tasks, run, gen)
+            entries[name] = headroom(rows, args.bootstrap_samples, args.confidence, args.seed)
+        except (OSError, ValueError, RuntimeError) as err:  # one policy's failure leaves the others' results
+            failed[name] = f"{type(err).__name__}: {err}"
+            print(f"[answer_turns] {name}: not measured: {failed[name]}", file=study.out, flush=True)
+            continue
         first, last = entries[name]["by_k"][0], entries[name]["by_k"][-1]
         print(f"[answer_turns] {name}: one answer passes {100 * first['best_tests_passed']['mean']:.1f}% of the "
               f"tests, pass@1 {100 * first['pass_at_k']['mean']:.1f}%, pass@{last['k']} "
@@ -134,7 +141,7 @@ def answer_turn_comparison(study: Any) -> dict[str, Any]:
                    for a, b in _comparisons(list(entries))}
     return {"settings": sampling, "policies": {name: {k: v for k, v in entry.items() if k != "per_turn"}
                                                for name, entry in entries.items()},
-            "comparisons": comparisons}
+            "comparisons": comparisons, "failed": failed}
 
 
 def _policy_model(study: Any, marker: Mapping[str, Any], base_model: str) -> str:
@@ -151,7 +158,7 @@ def _policy_model(study: Any, marker: Mapping[str, Any], base_model: str) -> str
     return str(run_dir / POLICY_STAGES[policy] / "model")
 
 
-def _graded_answers(study: Any, folder: Path, settings: dict[str, Any], states: list[dict[str, Any]],
+def _graded_answers(folder: Path, settings: dict[str, Any], states: list[dict[str, Any]],
                     tasks: Mapping[str, Any], run: Any, gen: Any) -> list[dict[str, Any]]:
     """One policy's graded answers: read back when sampled with the same settings, else sampled and graded."""
     from sweet_trl.pipeline import clear_folder, models, release

@@ -178,6 +178,8 @@ def _answer_turn_lines(answer_turns: Mapping[str, Any]) -> list[str]:
         first, last = entry["by_k"][0], entry["by_k"][-1]
         lines.append(f"  {name:<22}{interval(first['best_tests_passed']):>28}{interval(first['pass_at_k']):>22}"
                      f"{interval(last['pass_at_k']):>22}")
+    for name, why in answer_turns.get("failed", {}).items():
+        lines.append(f"  {name:<22}not measured: {why}")
     for label, rows in answer_turns["comparisons"].items():
         first = rows[0]
         lines.append(f"  {label:<38} tests {interval(first['best_tests_passed'], '+')}   "
