@@ -18,7 +18,6 @@ turns and the sampling settings are the same).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -161,32 +160,8 @@ def _policy_model(study: Any, marker: Mapping[str, Any], base_model: str) -> str
 def _graded_answers(folder: Path, settings: dict[str, Any], states: list[dict[str, Any]],
                     tasks: Mapping[str, Any], run: Any, gen: Any) -> list[dict[str, Any]]:
     """One policy's graded answers: read back when sampled with the same settings, else sampled and graded."""
-    from sweet_trl.pipeline import clear_folder, models, release
-    from sweet_trl.study.critic_eval import grade_candidates
-    from sweet_trl.turn_pairs import TurnPairsConfig, sample_candidates
+    from sweet_trl.study.critic_eval import sampled_and_graded
 
-    graded_path = folder / "graded.jsonl"
-    if graded_path.exists():
-        header, *lines = graded_path.read_text(encoding="utf-8").splitlines()
-        if json.loads(header).get("settings") == settings:
-            return [json.loads(line) for line in lines if line.strip()]
-    if (folder / "settings.json").exists() and json.loads((folder / "settings.json").read_text()) != settings:
-        clear_folder(folder)  # another policy or other sampling: its half-sampled answers are not these
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
-    config = TurnPairsConfig(env_id=run.env_id, max_turns=run.max_turns, num_candidates=settings["candidates"],
-                             temperature=settings["temperature"], top_p=settings["top_p"],
-                             max_new_tokens=settings["max_new_tokens"],
-                             generation_batch_size=gen.generation_batch_size, seed=settings["seed"])
-    backend = models.make_backend(gen, settings["model"], name=settings["policy"], run=run)
-    try:
-        sampled = sample_candidates(states, backend, config, output_dir=folder / "candidates").to_list()
-    finally:
-        del backend
-        release()
-    rows = grade_candidates(sampled, tasks)
-    with graded_path.open("w", encoding="utf-8") as handle:
-        handle.write(json.dumps({"settings": settings}) + "\n")
-        for row in rows:
-            handle.write(json.dumps(row, default=str) + "\n")
-    return rows
+    return sampled_and_graded(folder, settings, states, tasks, run, gen, model=settings["model"],
+                              name=settings["policy"], num_candidates=settings["candidates"],
+                              temperature=settings["temperature"], seed=settings["seed"])

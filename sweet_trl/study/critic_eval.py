@@ -45,6 +45,47 @@ def answer_turn_states(trajectories: Any, max_turns: int, env_id: str, max_state
     return chosen
 
 
+def sampled_and_graded(folder: Any, key: Mapping[str, Any], states: Sequence[Mapping[str, Any]],
+                       tasks: Mapping[str, Any], run: Any, gen: Any, *, model: str, name: str, num_candidates: int,
+                       temperature: float, seed: int) -> list[dict[str, Any]]:
+    """``num_candidates`` answers of ``model`` per turn state, graded: read back from ``folder/graded.jsonl`` when
+    its header holds the same ``key``, else sampled into ``folder/candidates`` (resumable) and graded."""
+    import json
+    from pathlib import Path
+
+    from sweet_trl.pipeline import clear_folder, models, release
+    from sweet_trl.turn_pairs import TurnPairsConfig, sample_candidates
+
+    folder, key = Path(folder), dict(key)
+    graded_path = folder / "graded.jsonl"
+    if graded_path.exists():
+        header, *lines = graded_path.read_text(encoding="utf-8").splitlines() or [""]
+        try:
+            if json.loads(header).get("settings") == key:
+                return [json.loads(line) for line in lines if line.strip()]
+        except json.JSONDecodeError:
+            pass
+    if (folder / "settings.json").exists() and json.loads((folder / "settings.json").read_text()) != key:
+        clear_folder(folder)  # other answers or other sampling: the half-sampled candidates are not these
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "settings.json").write_text(json.dumps(key), encoding="utf-8")
+    config = TurnPairsConfig(env_id=run.env_id, max_turns=run.max_turns, num_candidates=num_candidates,
+                             temperature=temperature, top_p=gen.top_p, max_new_tokens=gen.max_new_tokens,
+                             generation_batch_size=gen.generation_batch_size, seed=seed)
+    backend = models.make_backend(gen, model, name=name, run=run)
+    try:
+        sampled = sample_candidates(list(states), backend, config, output_dir=folder / "candidates").to_list()
+    finally:
+        del backend
+        release()
+    rows = grade_candidates(sampled, tasks)
+    with graded_path.open("w", encoding="utf-8") as handle:
+        handle.write(json.dumps({"settings": key}) + "\n")
+        for row in rows:
+            handle.write(json.dumps(row, default=str) + "\n")
+    return rows
+
+
 def grade_candidates(rows: Sequence[Mapping[str, Any]], tasks: Mapping[str, Any], grader: Any = None
                      ) -> list[dict[str, Any]]:
     """Add ``candidate_rewards`` (fraction of hidden tests passed) to each row, graded like the environment does

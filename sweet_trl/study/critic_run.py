@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sweet_trl.study.critic_eval import answer_turn_states, best_of_n_selection, critic_ranker, grade_candidates
+from sweet_trl.study.critic_eval import answer_turn_states, best_of_n_selection, critic_ranker, sampled_and_graded
 
 
 def _critics(study: Any) -> dict[str, Path]:
@@ -23,8 +23,7 @@ def _critics(study: Any) -> dict[str, Path]:
 
 def judge_critics(study: Any) -> dict[str, Any]:
     from colbench_gym.tasks import resolve_tasks
-    from sweet_trl.pipeline import models, release
-    from sweet_trl.turn_pairs import TurnPairsConfig, sample_candidates
+    from sweet_trl.pipeline import release
 
     out_dir = study.run_dir / "critic_eval"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -46,26 +45,14 @@ def judge_critics(study: Any) -> dict[str, Any]:
             return cached
     print("\n=== critic_eval ===", file=study.out, flush=True)
 
-    graded_path = out_dir / "graded.jsonl"
-    rows = _read_graded(graded_path, settings)
-    if rows is None:
-        trajectories = study.run_dir / "evaluate" / "zero_shot" / "trajectories.jsonl"
-        states = answer_turn_states(trajectories, max_turns=run.max_turns, env_id=run.env_id,
-                                    max_states=study.args.critic_eval_states, seed=study.args.seed)
-        config = TurnPairsConfig(env_id=run.env_id, max_turns=run.max_turns,
-                                 num_candidates=study.args.critic_eval_candidates, temperature=gen.temperature,
-                                 top_p=gen.top_p, max_new_tokens=gen.max_new_tokens,
-                                 generation_batch_size=gen.generation_batch_size, seed=study.args.seed)
-        backend = models.make_backend(gen, run.policy_model, name=run.policy_model, run=run)
-        sampled = sample_candidates(states, backend, config, output_dir=out_dir / "candidates").to_list()
-        del backend
-        release()
-        tasks = {task.task_id: task for task in resolve_tasks(run.eval_tasks, "backend")}
-        rows = grade_candidates(sampled, tasks)
-        with graded_path.open("w", encoding="utf-8") as handle:
-            handle.write(json.dumps({"settings": {k: settings[k] for k in _GRADED_KEYS}}) + "\n")
-            for row in rows:
-                handle.write(json.dumps(row, default=str) + "\n")
+    trajectories = study.run_dir / "evaluate" / "zero_shot" / "trajectories.jsonl"
+    states = answer_turn_states(trajectories, max_turns=run.max_turns, env_id=run.env_id,
+                                max_states=study.args.critic_eval_states, seed=study.args.seed)
+    tasks = {task.task_id: task for task in resolve_tasks(run.eval_tasks, "backend")}
+    rows = sampled_and_graded(out_dir, {k: settings[k] for k in _GRADED_KEYS}, states, tasks, run, gen,
+                              model=run.policy_model, name=run.policy_model,
+                              num_candidates=study.args.critic_eval_candidates, temperature=gen.temperature,
+                              seed=study.args.seed)
 
     from sweet_trl.critic import SweetCritic
 
@@ -96,18 +83,3 @@ def judge_critics(study: Any) -> dict[str, Any]:
 
 
 _GRADED_KEYS = ("zero_shot_run", "states", "candidates", "seed")
-
-
-def _read_graded(path: Path, settings: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The graded candidates of an earlier call with the same held-out turns and sampling, else None."""
-    if not path.exists():
-        return None
-    lines = path.read_text(encoding="utf-8").splitlines()
-    try:
-        header = json.loads(lines[0])
-        rows = [json.loads(line) for line in lines[1:] if line.strip()]
-    except (IndexError, json.JSONDecodeError):
-        return None
-    if header.get("settings") != {k: settings[k] for k in _GRADED_KEYS}:
-        return None
-    return rows
