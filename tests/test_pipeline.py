@@ -585,3 +585,18 @@ def test_final_training_metrics_average_the_last_quarter_of_steps():
     assert metrics["train_loss"] == 0.55 and metrics["train_runtime"] == 12.5
     assert "epoch" not in metrics and "step" not in metrics
     assert final_metrics([]) == {}
+
+
+def test_a_stage_run_twice_with_the_same_options_skips_the_second_time(tiny_run, tmp_path):
+    """The options a stage is given are its caller's: a trainer that fills in its configuration while training must
+    not change what the caller passes next, or the same call would find another fingerprint and train again."""
+    import shutil
+
+    shutil.copytree(tiny_run["run"] / "policy_pairs", tmp_path / "run" / "policy_pairs")
+    config = pipeline.load_yaml(tiny_run["config"]) | {"run_dir": str(tmp_path / "run")}
+    args = pipeline._parse(pipeline.STAGES["train_policy"], config, ["--max_steps", "1"])
+    first = run_stage(pipeline.STAGES["train_policy"], args, stream=io.StringIO())
+    out = io.StringIO()
+    second = run_stage(pipeline.STAGES["train_policy"], args, stream=out)
+    assert "[train_policy] skipped" in out.getvalue(), out.getvalue()
+    assert second["run_id"] == first["run_id"]

@@ -6,6 +6,7 @@ It knows nothing of the stages themselves; ``commands.STAGES`` lists them.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import io
 import json
@@ -303,7 +304,9 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
                            inputs=inputs, stream=out if main else io.StringIO())
     print_("running")
     began = time.perf_counter()
-    result = stage.run(context, *args[1:])
+    # A copy: trainers fill in their configuration as they train (TRL's and transformers' do), and the caller's
+    # options must still fingerprint as they did, or calling again with them would train again.
+    result = stage.run(context, *copy.deepcopy(tuple(args[1:])))
     seconds = time.perf_counter() - began
     _barrier()
     missing = [name for name, rel in result.outputs.items() if not (stage_dir / rel).exists()]
