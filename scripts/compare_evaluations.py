@@ -5,7 +5,10 @@ another learning rate) is compared here instead: each evaluation folder (``<run>
 and tests passed per task with 95% bootstrap intervals over tasks, and every folder after the first gets its paired
 difference to the first (the folders must cover the same tasks). For backend dialogues it also says how often the
 final answer repeats the code of the agent's first message unchanged, and the tests passed with and without a
-repeat: the small model's typical failure is to hear the decisive fact and resubmit its first guess.
+repeat: the small model's typical failure is to hear the decisive fact and resubmit its first guess. And how often
+the human's replies state a number of the reference solution that the task text does not (the hidden detail, where
+it is a number), how often the final answer then contains that number, and the tests passed either way: whether a
+policy's questions get the fact, and whether its answer uses it.
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/compare_evaluations.py runs/study_cpu_run3/evaluate/sweet \\
         runs/study_cpu_run3_answer/evaluate/sweet --json out.json
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,6 +51,42 @@ def repeats(folder: Path) -> dict[str, Any] | None:
             "tests_passed_when_repeated": mean(rewards[True]), "tests_passed_otherwise": mean(rewards[False])}
 
 
+# Numbers as written in code or prose; a leading minus or a trailing unit does not matter, 0 and 1 are too common.
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.]*\w)")
+_TOO_COMMON = {"0", "1"}
+
+
+def _numbers(text: str) -> set[str]:
+    return set(_NUMBER.findall(text or "")) - _TOO_COMMON
+
+
+def disclosures(folder: Path) -> dict[str, Any] | None:
+    """In how many episodes the human stated a number of the reference that the task text does not, and whether the
+    final answer then contains one of them (tests passed when it does and when it does not)."""
+    path = folder / "trajectories.jsonl"
+    if not path.is_file():
+        return None
+    episodes, told = 0, {True: [], False: []}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        task, history = record.get("task") or {}, record.get("dialogue_history") or []
+        if record.get("reward") is None or not history or "ground_truth" not in task:
+            continue
+        episodes += 1
+        hidden = _numbers(task["ground_truth"]) - _numbers(task.get("problem_description", ""))
+        human = " ".join(m["content"] for m in history[1:] if m["role"] == "user")
+        stated = hidden & _numbers(human)
+        if stated:
+            told[bool(stated & _numbers(record.get("answer") or ""))].append(float(record["reward"]))
+    if not episodes:
+        return None
+    mean = lambda values: 100.0 * sum(values) / len(values) if values else None
+    disclosed = len(told[True]) + len(told[False])
+    return {"episodes": episodes, "disclosed_rate": 100.0 * disclosed / episodes,
+            "answer_uses_it_rate": 100.0 * len(told[True]) / disclosed if disclosed else None,
+            "tests_passed_when_used": mean(told[True]), "tests_passed_when_not_used": mean(told[False])}
+
+
 def compare(folders: list[Path], samples: int, seed: int) -> dict[str, Any]:
     """The study's own statistics (``policy_entry``, ``comparison``) on each folder's ``per_task.json``, in points."""
     rows = {}
@@ -69,6 +109,7 @@ def compare(folders: list[Path], samples: int, seed: int) -> dict[str, Any]:
                 scale = SUCCESS_TO_POINTS if metric == "success" else 1.0
                 entry[f"{metric}_minus_baseline"] = [scale * v for v in (diff["difference"], *diff["ci"])]
         entry["repeats"] = repeats(Path(name))
+        entry["disclosures"] = disclosures(Path(name))
         out["policies"][name] = entry
     return out
 
@@ -91,12 +132,18 @@ def main(argv: list[str] | None = None) -> int:
         if "success_minus_baseline" in entry:
             print(f"  minus the first: success {_fmt(entry['success_minus_baseline'], '+')}   "
                   f"tests passed {_fmt(entry['tests_passed_minus_baseline'], '+')} points")
+        when = lambda v: "-" if v is None else f"{v:.1f}"
         rep = entry["repeats"]
         if rep:
-            when = lambda v: "-" if v is None else f"{v:.1f}"
             print(f"  answer repeats the first message's code: {rep['repeat_rate']:.0f}% of {rep['episodes']} "
                   f"episodes (tests passed {when(rep['tests_passed_when_repeated'])} % then, "
                   f"{when(rep['tests_passed_otherwise'])} % otherwise)")
+        told = entry["disclosures"]
+        if told:
+            print(f"  the human stated a hidden number of the reference in {told['disclosed_rate']:.0f}% of "
+                  f"{told['episodes']} episodes; the answer contains it in {when(told['answer_uses_it_rate'])}% of "
+                  f"those (tests passed {when(told['tests_passed_when_used'])} % then, "
+                  f"{when(told['tests_passed_when_not_used'])} % otherwise)")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -333,6 +333,29 @@ def test_compare_evaluations_script_agrees_with_the_study(tiny_study, tmp_path):
         script.main([str(run / "collect")])
 
 
+def test_compare_evaluations_counts_disclosed_numbers_and_whether_the_answer_uses_them(tmp_path):
+    script = _script("compare_evaluations")
+    task = {"problem_description": "Write fee(days); the first 1 day is free.",
+            "ground_truth": "def fee(days):\n    return max(0, days - 1) * 3.5 + 20\n"}
+
+    def episode(human: str, answer: str, reward: float) -> dict:
+        return {"task": task, "answer": answer, "reward": reward,
+                "dialogue_history": [{"role": "user", "content": task["problem_description"]},
+                                     {"role": "assistant", "content": "What does a day cost?"},
+                                     {"role": "user", "content": human}]}
+
+    records = [episode("Each day is 3.5 dollars.", "def fee(days):\n    return days * 3.5", 0.6),       # told, used
+               episode("It is 3.5 a day plus 20.", "def fee(days):\n    return days * 2", 0.0),       # told, not used
+               episode("Days after the 1st cost more.", "def fee(days):\n    return days * 3.5", 0.2),  # only 1: too common
+               episode("I don't know.", "def fee(days):\n    return 35", 0.0)]                    # 35 is not 3.5
+    (tmp_path / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    told = script.disclosures(tmp_path)
+    assert told["episodes"] == 4 and told["disclosed_rate"] == pytest.approx(50.0)
+    assert told["answer_uses_it_rate"] == pytest.approx(50.0)
+    assert told["tests_passed_when_used"] == pytest.approx(60.0) and told["tests_passed_when_not_used"] == 0.0
+    assert script.disclosures(tmp_path / "missing") is None
+
+
 def test_pass_at_k_estimators_agree_with_every_draw_enumerated():
     import itertools
 
