@@ -19,7 +19,6 @@ from colbench_gym.execution import (
     default_grader,
     extract_code,
 )
-from colbench_gym.execution import sandbox as sandbox_module
 from colbench_gym.execution.codec import (
     FrameReader,
     OpaqueValue,
@@ -27,6 +26,7 @@ from colbench_gym.execution.codec import (
     decode_value,
 )
 from colbench_gym.execution.mutation import constant_mutants
+from colbench_gym.execution.sandbox import isolation as sandbox_isolation
 
 ADD = "def add(a, b):\n    return a + b\n"
 ADD_TESTS = {"test1": "add(1, 2)", "test2": "add(-5, 5)", "test3": "add('a', 'b')"}
@@ -375,7 +375,7 @@ def test_hide_paths_inside_the_python_installation(grader):
 
 
 def test_degraded_mode_warns_and_still_grades(monkeypatch):
-    monkeypatch.setattr(sandbox_module, "_warned", set())  # the warning is given once per process
+    monkeypatch.setattr(sandbox_isolation, "_warned", set())  # the warning is given once per process
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with Grader(workers=1, timeout_s=1.0, allow_code_execution=True, sandbox="none") as g:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from colbench_gym.execution import Grader, TestStatus
-from colbench_gym.execution import sandbox as sandbox_module
 from colbench_gym.execution.codec import MAX_ITEMS_PER_HASH, OpaqueValue, ProtocolError, decode_value
+from colbench_gym.execution.sandbox import server as sandbox_server
 
 REFERENCE = "def solve(x):\n    return [x, x * 2, 'ok']\n"
 TESTS = {"t1": "solve(1)", "t2": "solve(2)"}
@@ -681,7 +681,7 @@ def test_nothing_is_left_when_children_drop_to_nobody(mode, monkeypatch):
         pytest.skip("children drop to nobody only when the grader runs as root")
     # Root drops children to nobody when they can read the interpreter; pretend they can (they only
     # use modules the server has already imported here).
-    monkeypatch.setattr(sandbox_module, "_world_readable", lambda path: True)
+    monkeypatch.setattr(sandbox_server, "_world_readable", lambda path: True)
     with Grader(workers=1, timeout_s=5.0, allow_code_execution=True, sandbox=mode) as single:
         _assert_nothing_is_left(single, uid=65534)
 
