@@ -41,7 +41,7 @@ def measure(config: str, run_dir: Path, policy_model: str | None, evaluation: st
     from sweet_trl.turn_pairs import TurnPairsConfig, sample_candidates
 
     study = Study(config, ["--run_dir", str(run_dir), *overrides])
-    run, gen, _ = study._parse("sample_candidates", ["--run_dir", str(run_dir)])
+    run, gen, _ = study.stage_options("sample_candidates", ["--run_dir", str(run_dir)])
     trajectories = run_dir / "evaluate" / evaluation / "trajectories.jsonl"
     if not trajectories.is_file():
         raise SystemExit(f"{trajectories} not found: evaluate the {evaluation!r} policy in {run_dir} first")

@@ -108,7 +108,7 @@ def answer_turn_comparison(study: Any) -> dict[str, Any]:
                    if key.startswith("evaluate/")}
     if "zero_shot" not in evaluations:
         raise ValueError("the answer-turn comparison needs the zero-shot evaluation (its dialogues give the turns)")
-    run, gen, _ = study._parse("sample_candidates", ["--run_dir", str(study.run_dir)])
+    run, gen, _ = study.stage_options("sample_candidates", ["--run_dir", str(study.run_dir)])
     if run.kind != "backend":
         raise ValueError("the answer-turn comparison grades code answers: backend runs only")
     trajectories = study.run_dir / evaluations["zero_shot"]["dir"] / "trajectories.jsonl"

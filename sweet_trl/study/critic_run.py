@@ -28,8 +28,8 @@ def judge_critics(study: Any) -> dict[str, Any]:
     out_dir = study.run_dir / "critic_eval"
     out_dir.mkdir(parents=True, exist_ok=True)
     critics = _critics(study)
-    run, gen, _ = study._parse("sample_candidates", ["--run_dir", str(study.run_dir)])
-    (_, rank_args) = study._parse("rank", ["--run_dir", str(study.run_dir)])
+    run, gen, _ = study.stage_options("sample_candidates", ["--run_dir", str(study.run_dir)])
+    (_, rank_args) = study.stage_options("rank", ["--run_dir", str(study.run_dir)])
     settings = {
         "critics": {name: json.loads((folder / "_COMPLETE.json").read_text())["run_id"]
                     for name, folder in critics.items()},

@@ -198,6 +198,6 @@ def write_results(study: Any, results: dict[str, Any]) -> Path:
     from sweet_trl.pipeline import write_report
     from sweet_trl.pipeline_config import ReportArguments
 
-    run_args = study._parse("collect", ["--run_dir", str(study.run_dir)])[0]
+    run_args = study.stage_options("collect", ["--run_dir", str(study.run_dir)])[0]
     write_report(run_args, ReportArguments(), study.out)
     return path

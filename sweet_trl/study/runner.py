@@ -64,7 +64,7 @@ class Study:
             raise ConfigError(f"unknown stages in overrides: {unknown} (stages: {list(SECTIONS)})")
         self.shared, self.per_section = shared, per_section
         self.known = _check_keys(self.config, shared, everything=True)
-        self.run_dir = Path(self._parse("collect", [])[0].run_dir)
+        self.run_dir = Path(self.stage_options("collect", [])[0].run_dir)
         self.markers: dict[str, dict[str, Any]] = {}
         self.failed: dict[str, str] = {}  # method -> why it could not be trained or evaluated
         self.critic_selection: dict[str, Any] | None = None
@@ -73,7 +73,9 @@ class Study:
 
     # -- stages ----------------------------------------------------------------------------------------------
 
-    def _parse(self, name: str, extra: Sequence[str]) -> tuple:
+    def stage_options(self, name: str, extra: Sequence[str]) -> tuple:
+        """One stage's parsed options (``RunArguments`` first) as the study runs it: the config, the shared and
+        per-stage overrides, then ``extra``."""
         from sweet_trl.pipeline import STAGES, _parse
         from sweet_trl.pipeline_config import filter_cli_args
 
@@ -85,7 +87,7 @@ class Study:
         """Run one pipeline stage in ``run_dir`` with extra options; its marker is kept under ``key``."""
         from sweet_trl.pipeline import STAGES, run_stage
 
-        args = self._parse(name, ["--run_dir", str(run_dir), *extra])
+        args = self.stage_options(name, ["--run_dir", str(run_dir), *extra])
         print(f"\n=== {key or name} ===", file=self.out, flush=True)
         marker = run_stage(STAGES[name], args, stream=self.out)
         # A marker's "dir" is relative to the run it ran in; the ablation and later rounds run in sub-folders, so
