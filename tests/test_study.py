@@ -96,6 +96,21 @@ def test_best_of_n_selection_scores_first_choices_against_chance_and_oracle():
     # a ranker that cannot score a candidate (nan) picks among those it scored
     partial = lambda row: [math.nan] + list(row["candidate_rewards"][1:])
     assert best_of_n_selection(rows[:1], {"p": partial})["rankers"]["p"]["top1"]["mean"] == 1.0
+    assert "paired" not in result  # only the two trained critics are compared turn by turn
+
+
+def test_the_critics_with_and_without_c_are_compared_turn_by_turn():
+    rows = [_row([0.0, 1.0, 0.5]), _row([0.2, 0.9, 0.1]), _row([0.4, 0.0, 0.0]), _row([0.3, 0.3, 0.3])]
+    perfect = lambda row: list(row["candidate_rewards"])
+    first = lambda row: [1.0] + [0.0] * (len(row["candidates"]) - 1)  # always the first candidate
+    result = best_of_n_selection(rows, {"critic_privileged": perfect, "critic_no_privileged": first}, seed=0)
+    paired = result["paired"]["critic_privileged - critic_no_privileged"]
+    assert paired["turns"] == 3  # the turn whose candidates are all equal tells nothing
+    # picks a best one on every turn against the first candidate's 0, 0 and 1
+    assert paired["top1"]["mean"] == pytest.approx((1 + 1 + 0) / 3)
+    assert paired["selected_reward"]["mean"] == pytest.approx(((1.0 - 0.0) + (0.9 - 0.2) + 0.0) / 3)
+    assert paired["selected_success"]["mean"] == pytest.approx(1 / 3)
+    assert paired["top1"]["low"] <= paired["top1"]["mean"] <= paired["top1"]["high"]
 
 
 def test_pair_order_by_gap_counts_only_pairs_the_gap_keeps_and_whose_rewards_differ():

@@ -150,18 +150,38 @@ def best_of_n_selection(rows: Sequence[Mapping[str, Any]],
                 "selected_success": bootstrap_mean(successes, seed=seed).to_dict(),
                 "turns_scored": len(picks)}
 
+    by_turn: dict[str, dict[int, tuple[float, float, float]]] = {}
     for name, ranker in rankers.items():
-        picks = []
-        for row in usable:
+        picks = {}
+        for turn, row in enumerate(usable):
             pick = _selection(row["candidate_rewards"], list(ranker(row)))
             if pick is not None:
-                picks.append(pick)
-        results["rankers"][name] = summarise(picks) if picks else {"turns_scored": 0}
+                picks[turn] = pick
+        by_turn[name] = picks
+        results["rankers"][name] = summarise(list(picks.values())) if picks else {"turns_scored": 0}
     results["rankers"]["random"] = summarise([_mean_pick(r["candidate_rewards"], max(r["candidate_rewards"]))
                                               for r in usable])
     results["rankers"]["oracle"] = summarise([_mean_pick([max(r["candidate_rewards"])], max(r["candidate_rewards"]))
                                               for r in usable])
+    if PRIVILEGED_PAIR[0] in by_turn and PRIVILEGED_PAIR[1] in by_turn:
+        results["paired"] = {" - ".join(PRIVILEGED_PAIR): _paired_picks(*(by_turn[n] for n in PRIVILEGED_PAIR),
+                                                                        seed=seed)}
     return results
+
+
+# The paper's ablation, judged turn by turn: the same candidates ranked by the critic with and without c.
+PRIVILEGED_PAIR = ("critic_privileged", "critic_no_privileged")
+
+
+def _paired_picks(ours: Mapping[int, tuple[float, float, float]], theirs: Mapping[int, tuple[float, float, float]],
+                  seed: int) -> dict[str, Any]:
+    """``ours - theirs`` per turn both scored: picks a best candidate, the pick's reward, the pick succeeds."""
+    turns = sorted(set(ours) & set(theirs))
+    out: dict[str, Any] = {"turns": len(turns)}
+    if turns:
+        for index, name in enumerate(("top1", "selected_reward", "selected_success")):
+            out[name] = bootstrap_mean([ours[t][index] - theirs[t][index] for t in turns], seed=seed).to_dict()
+    return out
 
 
 def pair_order_by_gap(rows: Sequence[Mapping[str, Any]], gaps: Sequence[float]) -> list[dict[str, Any]]:
