@@ -30,14 +30,25 @@ from sweet_trl.study.stats import DEFAULT_LEVEL
 SUCCESS_TO_POINTS = 100.0  # the study keeps success as a fraction and tests passed in percent
 
 
-def repeats(folder: Path) -> dict[str, Any] | None:
-    """How often the answer is the first agent message's code unchanged, and the tests passed either way."""
+def _episodes(folder: Path) -> list[dict[str, Any]] | None:
+    """The evaluation's recorded episodes, or None without a ``trajectories.jsonl``."""
     path = folder / "trajectories.jsonl"
     if not path.is_file():
         return None
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _percent_mean(values: list[float]) -> float | None:
+    return 100.0 * sum(values) / len(values) if values else None
+
+
+def repeats(folder: Path) -> dict[str, Any] | None:
+    """How often the answer is the first agent message's code unchanged, and the tests passed either way."""
+    records = _episodes(folder)
+    if records is None:
+        return None
     rewards: dict[bool, list[float]] = {True: [], False: []}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
+    for record in records:
         agent = [m["content"] for m in record.get("dialogue_history", []) if m["role"] == "assistant"]
         if len(agent) < 2 or record.get("answer") is None or record.get("reward") is None:
             continue  # answered at once, or never: nothing to repeat
@@ -46,9 +57,9 @@ def repeats(folder: Path) -> dict[str, Any] | None:
     total = len(rewards[True]) + len(rewards[False])
     if not total:
         return None
-    mean = lambda values: 100.0 * sum(values) / len(values) if values else None
     return {"episodes": total, "repeat_rate": 100.0 * len(rewards[True]) / total,
-            "tests_passed_when_repeated": mean(rewards[True]), "tests_passed_otherwise": mean(rewards[False])}
+            "tests_passed_when_repeated": _percent_mean(rewards[True]),
+            "tests_passed_otherwise": _percent_mean(rewards[False])}
 
 
 # Numbers as written in code or prose; a leading minus or a trailing unit does not matter, 0 and 1 are too common.
@@ -63,12 +74,11 @@ def _numbers(text: str) -> set[str]:
 def disclosures(folder: Path) -> dict[str, Any] | None:
     """In how many episodes the human stated a number of the reference that the task text does not, and whether the
     final answer then contains one of them (tests passed when it does and when it does not)."""
-    path = folder / "trajectories.jsonl"
-    if not path.is_file():
+    records = _episodes(folder)
+    if records is None:
         return None
     episodes, told = 0, {True: [], False: []}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
+    for record in records:
         task, history = record.get("task") or {}, record.get("dialogue_history") or []
         if record.get("reward") is None or not history or "ground_truth" not in task:
             continue
@@ -80,11 +90,11 @@ def disclosures(folder: Path) -> dict[str, Any] | None:
             told[bool(stated & _numbers(record.get("answer") or ""))].append(float(record["reward"]))
     if not episodes:
         return None
-    mean = lambda values: 100.0 * sum(values) / len(values) if values else None
     disclosed = len(told[True]) + len(told[False])
     return {"episodes": episodes, "disclosed_rate": 100.0 * disclosed / episodes,
             "answer_uses_it_rate": 100.0 * len(told[True]) / disclosed if disclosed else None,
-            "tests_passed_when_used": mean(told[True]), "tests_passed_when_not_used": mean(told[False])}
+            "tests_passed_when_used": _percent_mean(told[True]),
+            "tests_passed_when_not_used": _percent_mean(told[False])}
 
 
 def compare(folders: list[Path], samples: int, seed: int) -> dict[str, Any]:

@@ -108,6 +108,10 @@ def grade_candidates(rows: Sequence[Mapping[str, Any]], tasks: Mapping[str, Any]
     return out
 
 
+# what one pick is judged by: a best candidate (top1), its reward, whether it passes every test
+PICK_FIELDS = ("top1", "selected_reward", "selected_success")
+
+
 def _selection(rewards: Sequence[float], scores: Sequence[float]) -> tuple[float, float, float] | None:
     """(hit, reward, success) of the top-scored candidate, or None when the critic scored none."""
     scored = [(s, r) for s, r in zip(scores, rewards) if math.isfinite(s)]
@@ -144,10 +148,7 @@ def best_of_n_selection(rows: Sequence[Mapping[str, Any]],
         return results
 
     def summarise(picks: list[tuple[float, float, float]]) -> dict[str, Any]:
-        hits, rewards, successes = zip(*picks)
-        return {"top1": bootstrap_mean(hits, seed=seed).to_dict(),
-                "selected_reward": bootstrap_mean(rewards, seed=seed).to_dict(),
-                "selected_success": bootstrap_mean(successes, seed=seed).to_dict(),
+        return {**{name: bootstrap_mean(values, seed=seed).to_dict() for name, values in zip(PICK_FIELDS, zip(*picks))},
                 "turns_scored": len(picks)}
 
     by_turn: dict[str, dict[int, tuple[float, float, float]]] = {}
@@ -179,7 +180,7 @@ def _paired_picks(ours: Mapping[int, tuple[float, float, float]], theirs: Mappin
     turns = sorted(set(ours) & set(theirs))
     out: dict[str, Any] = {"turns": len(turns)}
     if turns:
-        for index, name in enumerate(("top1", "selected_reward", "selected_success")):
+        for index, name in enumerate(PICK_FIELDS):
             out[name] = bootstrap_mean([ours[t][index] - theirs[t][index] for t in turns], seed=seed).to_dict()
     return out
 
