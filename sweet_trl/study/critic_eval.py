@@ -11,6 +11,9 @@ else.
     rows = sample_answer_candidates(trajectories, backend, num_candidates=8, ...)
     rows = grade_candidates(rows, tasks)
     result = best_of_n_selection(rows, {"privileged": scorer_a, "no_privileged": scorer_b})
+
+    scored = score_turns(rows, rankers)            # the scores kept: judging again, or pooling runs, costs nothing
+    result = best_of_n_selection(scored, stored_rankers(scored))
 """
 
 from __future__ import annotations
@@ -139,8 +142,8 @@ def best_of_n_selection(rows: Sequence[Mapping[str, Any]],
     ``turns_with_a_success``: the turns where any candidate succeeds, the most that any ranking of these
     candidates can turn into successes.
     """
-    graded = [r for r in rows if len(r["candidates"]) >= 2 and all(math.isfinite(x) for x in r["candidate_rewards"])]
-    usable = [r for r in graded if max(r["candidate_rewards"]) > min(r["candidate_rewards"])]
+    graded = _graded(rows)
+    usable = [r for r in graded if _has_reward_spread(r)]
     results: dict[str, Any] = {"turns": len(rows), "turns_with_reward_spread": len(usable),
                                "turns_with_a_success": sum(max(r["candidate_rewards"]) >= SOLVED for r in graded),
                                "rankers": {}}
@@ -165,9 +168,46 @@ def best_of_n_selection(rows: Sequence[Mapping[str, Any]],
     results["rankers"]["oracle"] = summarise([_mean_pick([max(r["candidate_rewards"])], max(r["candidate_rewards"]))
                                               for r in usable])
     if PRIVILEGED_PAIR[0] in by_turn and PRIVILEGED_PAIR[1] in by_turn:
+        tasks = [str(row.get("task_id", turn)) for turn, row in enumerate(usable)]
         results["paired"] = {" - ".join(PRIVILEGED_PAIR): _paired_picks(*(by_turn[n] for n in PRIVILEGED_PAIR),
-                                                                        seed=seed)}
+                                                                        tasks, seed=seed)}
     return results
+
+
+def _graded(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [r for r in rows if _is_graded(r)]
+
+
+def _is_graded(row: Mapping[str, Any]) -> bool:
+    return len(row["candidate_rewards"]) >= 2 and all(math.isfinite(x) for x in row["candidate_rewards"])
+
+
+def _has_reward_spread(row: Mapping[str, Any]) -> bool:
+    return max(row["candidate_rewards"]) > min(row["candidate_rewards"])
+
+
+def score_turns(rows: Sequence[Mapping[str, Any]],
+                rankers: Mapping[str, Callable[[Mapping[str, Any]], Sequence[float]]]) -> list[dict[str, Any]]:
+    """Every turn's true rewards with each ranker's scores (only where the rewards differ: elsewhere no ranker
+    can be right or wrong, and scoring is the costly part), as rows that :func:`stored_rankers` reads back."""
+    out = []
+    for row in rows:
+        scores = ({name: [float(x) for x in ranker(row)] for name, ranker in rankers.items()}
+                  if _is_graded(row) and _has_reward_spread(row) else {})
+        out.append({"state_id": row.get("state_id"), "task_id": row.get("task_id"),
+                    "candidate_rewards": list(row["candidate_rewards"]), "scores": scores})
+    return out
+
+
+def stored_rankers(scored: Sequence[Mapping[str, Any]]) -> dict[str, Callable[[Mapping[str, Any]], list[float]]]:
+    """The rankers whose scores :func:`score_turns` kept, as ranker functions; a turn it did not score reads as
+    unscored (nan)."""
+    names = sorted({name for row in scored for name in row["scores"]})
+
+    def stored(name: str) -> Callable[[Mapping[str, Any]], list[float]]:
+        return lambda row: row["scores"].get(name) or [math.nan] * len(row["candidate_rewards"])
+
+    return {name: stored(name) for name in names}
 
 
 # The paper's ablation, judged turn by turn: the same candidates ranked by the critic with and without c.
@@ -175,13 +215,20 @@ PRIVILEGED_PAIR = ("critic_privileged", "critic_no_privileged")
 
 
 def _paired_picks(ours: Mapping[int, tuple[float, float, float]], theirs: Mapping[int, tuple[float, float, float]],
-                  seed: int) -> dict[str, Any]:
-    """``ours - theirs`` per turn both scored: picks a best candidate, the pick's reward, the pick succeeds."""
+                  tasks: Sequence[str], seed: int) -> dict[str, Any]:
+    """``ours - theirs`` on the turns both scored: picks a best candidate, the pick's reward, the pick succeeds.
+
+    Turns of one task are not independent (several episodes of a task, or several runs pooled), so the difference
+    is averaged per task and the tasks are resampled, as the study's other intervals do.
+    """
     turns = sorted(set(ours) & set(theirs))
-    out: dict[str, Any] = {"turns": len(turns)}
+    out: dict[str, Any] = {"turns": len(turns), "tasks": len({tasks[t] for t in turns})}
     if turns:
         for index, name in enumerate(PICK_FIELDS):
-            out[name] = bootstrap_mean([ours[t][index] - theirs[t][index] for t in turns], seed=seed).to_dict()
+            by_task: dict[str, list[float]] = {}
+            for t in turns:
+                by_task.setdefault(tasks[t], []).append(ours[t][index] - theirs[t][index])
+            out[name] = bootstrap_mean([sum(v) / len(v) for v in by_task.values()], seed=seed).to_dict()
     return out
 
 

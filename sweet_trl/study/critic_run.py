@@ -1,8 +1,9 @@
 """The study's critic judgement: held-out answer turns, N graded candidates each, each critic's first choice.
 
 Files under ``<run_dir>/critic_eval/``: ``candidates/`` (a ``datasets`` folder; sampling resumes like the
-``sample_candidates`` stage), ``graded.jsonl`` (candidates with their true rewards) and ``selection.json``
-(the result, recomputed only when a critic was retrained).
+``sample_candidates`` stage), ``graded.jsonl`` (candidates with their true rewards), ``scores.jsonl`` (every
+critic's scores of them, computed again only when a critic was retrained; ``scripts/pool_critic_judgements.py``
+pools these of several runs) and ``selection.json`` (the result).
 """
 
 from __future__ import annotations
@@ -11,7 +12,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sweet_trl.study.critic_eval import answer_turn_states, best_of_n_selection, critic_ranker, sampled_and_graded
+from sweet_trl.study.critic_eval import (
+    answer_turn_states,
+    best_of_n_selection,
+    critic_ranker,
+    sampled_and_graded,
+    score_turns,
+    stored_rankers,
+)
+
+SCORES_FILE = "scores.jsonl"
 
 
 def _critics(study: Any) -> dict[str, Path]:
@@ -22,9 +32,6 @@ def _critics(study: Any) -> dict[str, Path]:
 
 
 def judge_critics(study: Any) -> dict[str, Any]:
-    from colbench_gym.tasks import resolve_tasks
-    from sweet_trl.pipeline import release
-
     out_dir = study.run_dir / "critic_eval"
     out_dir.mkdir(parents=True, exist_ok=True)
     critics = _critics(study)
@@ -37,12 +44,32 @@ def judge_critics(study: Any) -> dict[str, Any]:
         "states": study.args.critic_eval_states, "candidates": study.args.critic_eval_candidates,
         "ranking": rank_args.ranking, "seed": study.args.seed,
     }
-    result_path = out_dir / "selection.json"
-    if result_path.exists():
-        cached = json.loads(result_path.read_text())
-        if cached.get("settings") == settings:
-            print("[critic_eval] skipped: complete", file=study.out, flush=True)
-            return cached
+    scored = read_scores(out_dir / SCORES_FILE, settings)
+    if scored is None:
+        scored = _score(study, out_dir, critics, settings, run, gen, rank_args)
+    else:
+        print("[critic_eval] skipped: scored", file=study.out, flush=True)
+    result = best_of_n_selection(scored, stored_rankers(scored), seed=study.args.seed)
+    result["settings"] = settings
+    (out_dir / "selection.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return result
+
+
+def read_scores(path: Path, settings: dict[str, Any] | None = None) -> list[dict[str, Any]] | None:
+    """The scored turns of a judgement (None when absent, or computed under other ``settings``)."""
+    if not path.exists():
+        return None
+    header, *lines = path.read_text(encoding="utf-8").splitlines()
+    if settings is not None and json.loads(header).get("settings") != settings:
+        return None
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def _score(study: Any, out_dir: Path, critics: dict[str, Path], settings: dict[str, Any], run: Any, gen: Any,
+           rank_args: Any) -> list[dict[str, Any]]:
+    from colbench_gym.tasks import resolve_tasks
+    from sweet_trl.pipeline import release
+
     print("\n=== critic_eval ===", file=study.out, flush=True)
 
     trajectories = study.run_dir / "evaluate" / "zero_shot" / "trajectories.jsonl"
@@ -74,12 +101,17 @@ def judge_critics(study: Any) -> dict[str, Any]:
                                 batch_size=rank_args.scoring_batch_size)
         loaded.append(untrained)
         rankers["untrained_critic"] = critic_ranker(untrained, rank_args.ranking)
-    result = best_of_n_selection(rows, rankers, seed=study.args.seed)
-    result["settings"] = settings
-    result_path.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    scored = score_turns(rows, rankers)
     del loaded, rankers
     release()
-    return result
+    # written whole, then renamed: a stopped scoring leaves no partial file to be read as complete
+    partial = out_dir / (SCORES_FILE + ".partial")
+    with partial.open("w", encoding="utf-8") as handle:
+        handle.write(json.dumps({"settings": settings}) + "\n")
+        for row in scored:
+            handle.write(json.dumps(row) + "\n")
+    partial.replace(out_dir / SCORES_FILE)
+    return scored
 
 
 _GRADED_KEYS = ("zero_shot_run", "states", "candidates", "seed")
