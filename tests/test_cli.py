@@ -265,7 +265,7 @@ def test_console_script_is_declared():
     assert RunArguments().policy_model == "embedded"
 
 
-@pytest.mark.parametrize("name", ["demo_cpu", "study_cpu", "backend_8b", "frontend_8b"])
+@pytest.mark.parametrize("name", ["demo_cpu", "study_cpu", "backend_8b", "frontend_8b", "study_8b"])
 def test_example_configs_parse(name):
     config = pipeline.load_yaml(REPO_ROOT / "examples" / "configs" / f"{name}.yaml")
     pipeline._check_keys(config, everything=True)
@@ -287,6 +287,16 @@ def test_example_configs_parse(name):
         assert parsed["evaluate"][2].eval_episodes_per_task >= 4  # the study's intervals need several episodes
         study = parse_study_arguments(config["study"])
         assert "sweet" in study.methods
+    if name == "study_8b":  # the paper's comparison at its scale: every method, the released evaluation
+        from sweet_trl.study.runner import parse_study_arguments
+
+        study = parse_study_arguments(config["study"])
+        assert sorted(study.methods) == sorted(["sweet", "sweet_no_privileged", "rft", "mtdpo"])
+        assert run.policy_model == "meta-llama/Llama-3.1-8B-Instruct" and run.eval_tasks == "hub:test"
+        assert parsed["evaluate"][2].eval_temperature == 0.0
+        from sweet_trl.study import Study
+
+        assert Study(REPO_ROOT / "examples" / "configs" / "study_8b.yaml").run_dir.name == "study_8b"
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (REPO_ROOT / "examples").glob("*.py")))

@@ -18,7 +18,7 @@ import random
 import pytest
 from helpers_tiny_models import save_tiny_model
 
-from sweet_trl.study.critic_eval import best_of_n_selection, pair_order_by_gap
+from sweet_trl.study.critic_eval import best_of_n_selection, pair_order_by_gap, score_turns, stored_rankers
 from sweet_trl.study.stats import bootstrap_mean, paired_difference
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -111,6 +111,40 @@ def test_the_critics_with_and_without_c_are_compared_turn_by_turn():
     assert paired["selected_reward"]["mean"] == pytest.approx(((1.0 - 0.0) + (0.9 - 0.2) + 0.0) / 3)
     assert paired["selected_success"]["mean"] == pytest.approx(1 / 3)
     assert paired["top1"]["low"] <= paired["top1"]["mean"] <= paired["top1"]["high"]
+
+
+def test_stored_scores_judge_as_the_critics_did_and_turns_of_a_task_count_once():
+    rows = [{**_row([0.0, 1.0, 0.5]), "task_id": "a"}, {**_row([0.2, 0.9, 0.1]), "task_id": "a"},
+            {**_row([0.4, 0.0, 0.0]), "task_id": "b"}, {**_row([0.3, 0.3, 0.3]), "task_id": "b"}]
+    perfect = lambda row: list(row["candidate_rewards"])
+    first = lambda row: [1.0] + [0.0] * (len(row["candidate_rewards"]) - 1)
+    rankers = {"critic_privileged": perfect, "critic_no_privileged": first}
+    scored = score_turns(rows, rankers)
+    assert [bool(row["scores"]) for row in scored] == [True, True, True, False]  # equal rewards are not scored
+    assert set(stored_rankers(scored)) == set(rankers)
+    direct, stored = best_of_n_selection(rows, rankers), best_of_n_selection(scored, stored_rankers(scored))
+    assert stored == direct
+    paired = stored["paired"]["critic_privileged - critic_no_privileged"]
+    # task a: +1 on both turns; task b: 0 -- the mean is over tasks, not over the 3 turns
+    assert (paired["turns"], paired["tasks"]) == (3, 2) and paired["top1"]["mean"] == pytest.approx(0.5)
+
+
+def test_pool_critic_judgements_script_pools_runs_by_task(tiny_study, tmp_path, capsys):
+    pool = _script("pool_critic_judgements")
+    run = tiny_study["run"]
+    one = json.loads((run / "critic_eval" / "selection.json").read_text())
+    assert pool.main([str(run), str(run), "--json", str(tmp_path / "pooled.json")]) == 0
+    pooled = json.loads((tmp_path / "pooled.json").read_text())
+    # the same turns twice: twice the turns, the same tasks and the same rates
+    assert pooled["turns"] == 2 * one["turns"] and pooled["turns_with_reward_spread"] == 2 * one["turns_with_reward_spread"]
+    for name, entry in one["rankers"].items():
+        assert pooled["rankers"][name]["top1"]["mean"] == pytest.approx(entry["top1"]["mean"])
+    label = "critic_privileged - critic_no_privileged"
+    assert pooled["paired"][label]["tasks"] == one["paired"][label]["tasks"]
+    assert pooled["paired"][label]["top1"]["mean"] == pytest.approx(one["paired"][label]["top1"]["mean"])
+    assert "picks a best candidate" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="scores.jsonl not found"):
+        pool.main([str(tmp_path)])
 
 
 def test_pair_order_by_gap_counts_only_pairs_the_gap_keeps_and_whose_rewards_differ():
@@ -275,6 +309,14 @@ def test_study_writes_json_report_and_critic_judgement_and_resumes(tiny_study):
     assert all(0.0 <= r <= 1.0 for row in rewards for r in row) and any(1.0 in row for row in rewards)
     assert set(selection["rankers"]) >= {"critic_privileged", "critic_no_privileged", "random", "oracle"}
     assert selection["turns_with_a_success"] == sum(1.0 in row for row in rewards)
+    # every critic's scores are kept for the turns whose rewards differ, so judging again scores nothing
+    scored = [json.loads(line) for line in (run / "critic_eval" / "scores.jsonl").read_text().splitlines()[1:]]
+    assert [row["candidate_rewards"] for row in scored] == rewards
+    for row in scored:
+        spread = max(row["candidate_rewards"]) > min(row["candidate_rewards"])
+        assert (set(row["scores"]) == {"critic_privileged", "critic_no_privileged", "untrained_critic"}) == spread
+        assert all(len(s) == len(row["candidate_rewards"]) for s in row["scores"].values())
+    assert "[critic_eval] skipped: scored" in tiny_study["second"]
     report = (run / "report.html").read_text()
     assert "<section id='study'>" in report and "sweet_no_privileged" in report and "<svg" in report
     assert "its pick succeeds %" in report and f"Any candidate succeeds on {selection['turns_with_a_success']} of 3" in report

@@ -154,7 +154,7 @@ def format_table(results: Mapping[str, Any]) -> str:
         for label, diff in (selection.get("paired") or {}).items():
             if "top1" in diff:
                 top, reward = diff["top1"], diff["selected_reward"]
-                lines.append(f"  {label} (paired over {diff['turns']} turns): best pick {100 * top['mean']:+.1f} "
+                lines.append(f"  {label} (paired on {diff['turns']} turns of {diff.get('tasks', '?')} tasks): best pick {100 * top['mean']:+.1f} "
                              f"[{100 * top['low']:+.1f}, {100 * top['high']:+.1f}] points, pick's reward "
                              f"{reward['mean']:+.3f} [{reward['low']:+.3f}, {reward['high']:+.3f}]")
         if "turns_with_a_success" in selection:

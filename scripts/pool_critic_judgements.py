@@ -1,0 +1,71 @@
+"""The critics' best-of-N judgement pooled over several study runs (for example two seeds), from their stored scores.
+
+One run's judgement (``<run_dir>/critic_eval/``, see :mod:`sweet_trl.study.critic_run`) judges each critic on the
+held-out answer turns of its own zero-shot episodes. Runs with other seeds judge other critics on other turns of
+the same test tasks, so pooling them asks the question of the paper's ablation with more turns: does the critic
+trained with the privileged information pick a best candidate more often than the one trained without it? The
+paired difference is averaged per task (turns of one task, from one run or several, are not independent draws) and
+the tasks are resampled. Nothing is scored again: the scores are read from each run's ``scores.jsonl``.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/pool_critic_judgements.py runs/study_cpu_run3_judge \\
+        runs/study_cpu_run3_seed1_judge --json benchmarks/results/critic_judgement_pooled.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from sweet_trl.study.critic_eval import best_of_n_selection, stored_rankers
+from sweet_trl.study.critic_run import SCORES_FILE, read_scores
+
+
+def pooled_rows(run_dirs: list[Path]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for run_dir in run_dirs:
+        scored = read_scores(run_dir / "critic_eval" / SCORES_FILE)
+        if scored is None:
+            raise SystemExit(f"{run_dir / 'critic_eval' / SCORES_FILE} not found: run the study's critic judgement "
+                             "(study.critic_eval_states > 0) on this run first")
+        rows.extend({**row, "run": str(run_dir)} for row in scored)
+    return rows
+
+
+def summary_lines(result: dict[str, Any], runs: int) -> list[str]:
+    lines = [f"{result['turns']} held-out answer turns from {runs} runs, {result['turns_with_reward_spread']} whose "
+             f"candidates differ in reward; any candidate succeeds on {result['turns_with_a_success']}"]
+    for name, entry in result["rankers"].items():
+        if "top1" in entry:
+            top, success = entry["top1"], entry["selected_success"]
+            lines.append(f"  {name:<24} picks a best candidate {100 * top['mean']:5.1f}% [{100 * top['low']:.1f}, "
+                         f"{100 * top['high']:.1f}], its pick succeeds {100 * success['mean']:.1f}%")
+    for label, diff in (result.get("paired") or {}).items():
+        if "top1" in diff:
+            top, reward = diff["top1"], diff["selected_reward"]
+            lines.append(f"  {label}, paired on {diff['turns']} turns of {diff['tasks']} tasks: best pick "
+                         f"{100 * top['mean']:+.1f} [{100 * top['low']:+.1f}, {100 * top['high']:+.1f}] points, pick's "
+                         f"reward {reward['mean']:+.3f} [{reward['low']:+.3f}, {reward['high']:+.3f}]")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dirs", nargs="+", type=Path, help="study run folders whose critics were judged")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    parser.add_argument("--json", type=Path, help="also write the result here")
+    args = parser.parse_args(argv)
+    rows = pooled_rows(args.run_dirs)
+    result = best_of_n_selection(rows, stored_rankers(rows), seed=args.seed)
+    result["runs"] = [str(d) for d in args.run_dirs]
+    print("\n".join(summary_lines(result, len(args.run_dirs))))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
