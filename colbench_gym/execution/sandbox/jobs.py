@@ -13,11 +13,14 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from colbench_gym.execution.codec import FrameReader, ProtocolError, decode_value
 from colbench_gym.execution.sandbox.protocol import _MESSAGE, _compiled, _compiled_call
 from colbench_gym.execution.sandbox.settings import Outcome, RunReport, SandboxSettings, SandboxStartError
+
+if TYPE_CHECKING:
+    from colbench_gym.execution.sandbox.server import SandboxProcess
 
 _KILL_GRACE_S = 5.0
 _EXIT_GRACE_S = 2.0
@@ -70,7 +73,7 @@ class _Attempt:
     not_started: bool = False
     child_started: bool = False  # the child reported ["start"]: from then on, its exit is the code's doing
     protocol_error: str = ""
-    # The pipeline's bookkeeping (see SandboxProcess.serve).
+    # The pipeline's bookkeeping (see JobPipeline.serve).
     run: Any = None
     slots: list[tuple[int, int]] = field(default_factory=list)  # (unit of the run, its tests done before)
     job: int = 0
@@ -108,22 +111,32 @@ class _Attempt:
 
 
 class JobPipeline:
-    """The grader's side of running jobs on a fork server (:meth:`serve`), mixed into
+    """The grader's side of running jobs on one fork server (:meth:`serve`): the ``jobs`` of a
     :class:`~colbench_gym.execution.sandbox.server.SandboxProcess`.
 
-    The process owns the server and provides ``alive``, ``start``, ``stop``, ``_request_kill``,
-    ``_read_control`` and ``server_protected``; it also holds the pipeline's state, annotated below
-    (``_flight``: the children handed to the server, in its order, which ``stop`` closes).
+    The process owns the server (``alive``, ``start``, ``stop``, ``ctl``, ``_request_kill``,
+    ``_read_control``, ``server_protected``), how code travels to it (``_ship_code``,
+    ``_nonce_key``) and the CPU counters (``stats``). The pipeline owns the children handed to
+    the server (``flight``, in the server's order), which end with it (:meth:`abandon`).
     """
 
-    settings: SandboxSettings
-    ctl: socket.socket | None
-    stats: dict[str, float]
-    _job: int
-    _nonce_key: bytes
-    _flight: collections.deque[_Attempt]
-    _cpu_mark: float
-    _ship_code: bool
+    def __init__(self, process: SandboxProcess) -> None:
+        self.process = process
+        # The first is the child the server is on; it may have reported everything already (its
+        # exit record is still to come). See serve().
+        self.flight: collections.deque[_Attempt] = collections.deque()
+        self._job = 0
+        self._cpu_mark = 0.0
+
+    @property
+    def settings(self) -> SandboxSettings:
+        return self.process.settings
+
+    def abandon(self) -> None:
+        """The server is going away: every child in flight goes with it."""
+        for attempt in self.flight:
+            self._close_attempt(attempt)
+        self.flight.clear()
 
     # -- running code ------------------------------------------------------------------------
     def run(self, code: str, calls: list[str]) -> RunReport:
@@ -162,7 +175,7 @@ class JobPipeline:
         """
         self._cpu_mark = time.thread_time()
         waiting: collections.deque[_Run] = collections.deque()  # runs that need (another) child
-        flight = self._flight
+        flight = self.flight
         for attempt in flight:  # a child left reporting from an earlier call gets a fresh grace period
             if attempt.settled and attempt.kill_sent_at is None:
                 attempt.deadline = time.monotonic() + _EXIT_GRACE_S
@@ -203,7 +216,7 @@ class JobPipeline:
                         self._close_attempt(attempt)
                     flight.clear()
                     waiting.clear()
-                    self.stop()
+                    self.process.stop()
                     for run in runs:
                         for u, done in run.pending():
                             run.results[u] += [Outcome("infra", detail=detail)] * (len(run.units[u][1]) - done)
@@ -214,7 +227,7 @@ class JobPipeline:
     # -- the pipeline's steps ------------------------------------------------------------------
     def _count_cpu(self) -> None:
         now = time.thread_time()
-        self.stats["supervise_s"] += now - self._cpu_mark
+        self.process.stats["supervise_s"] += now - self._cpu_mark
         self._cpu_mark = now
 
     def _deliver(self, run: _Run, deliver: Callable[[Any, list[RunReport]], None]) -> None:
@@ -228,24 +241,24 @@ class JobPipeline:
         """Hand the run's remaining tests to the server as one child (started at once if the server
         is idle, else queued there behind the child it is running)."""
         pending = run.pending()
-        if not self.alive:
+        if not self.process.alive:
             if not all(attempt.settled for attempt in flight):
                 self._server_gone(flight, waiting, deliver, "died")
-            self.stop()
+            self.process.stop()
             try:
-                self.start()
+                self.process.start()
             except SandboxStartError as err:
                 failure = Outcome("infra", detail=str(err)[:500])
                 for u, done in pending:
                     run.results[u] += [failure] * (len(run.units[u][1]) - done)
                 self._deliver(run, deliver)
                 return
-        assert self.ctl is not None
+        assert self.process.ctl is not None
         self._job += 1
         job = self._job
-        nonce = self._nonce_key + job.to_bytes(8, "little")  # fresh for every run of this server
+        nonce = self.process._nonce_key + job.to_bytes(8, "little")  # fresh for every run of this server
         units = [(run.units[u][0], run.units[u][1][done:]) for u, done in pending]
-        if self._ship_code:
+        if self.process._ship_code:
             body = marshal.dumps((nonce, [(_compiled(code), [_compiled_call(c) for c in calls]) for code, calls in units]))
         else:
             body = marshal.dumps((nonce, [(code, list(calls)) for code, calls in units]))
@@ -257,7 +270,7 @@ class JobPipeline:
         attempt.result_r, result_w = os.pipe()
         attempt.output_r, output_w = os.pipe()
         try:
-            socket.send_fds(self.ctl, [_MESSAGE.pack(b"r", job)], [payload_r, result_w, output_w])
+            socket.send_fds(self.process.ctl, [_MESSAGE.pack(b"r", job)], [payload_r, result_w, output_w])
         except OSError:  # the server died between jobs: this one never started
             attempt.not_started = True
         finally:
@@ -265,7 +278,7 @@ class JobPipeline:
                 os.close(fd)
         if attempt.not_started:
             run.restarts += 1
-            self.stop()
+            self.process.stop()
             self._settle(attempt, waiting, deliver)
             return
         for fd in (attempt.payload_w, attempt.result_r, attempt.output_r):
@@ -302,7 +315,7 @@ class JobPipeline:
               deliver: Callable[[Any, list[RunReport]], None]) -> None:
         """Wait for the next event (a control message, output, payload room, a deadline, the next
         look at the running child's results) and handle it."""
-        assert self.ctl is not None
+        assert self.process.ctl is not None
         head = flight[0]  # the attempt the server is on: every one before it has exited
         now = time.monotonic()
         if not head.begun:
@@ -315,7 +328,7 @@ class JobPipeline:
         if now >= head.deadline:
             self._on_deadline(head, flight, waiting, deliver, now)
             return
-        ctl_fd = self.ctl.fileno()
+        ctl_fd = self.process.ctl.fileno()
         poller = select.poll()
         poller.register(ctl_fd, select.POLLIN)
         by_fd: dict[int, tuple[_Attempt, str]] = {}
@@ -334,7 +347,7 @@ class JobPipeline:
             wake = min(wake, head.next_observe)
         for fd, _event in poller.poll(max(0.0, wake - now) * 1000.0):
             if fd == ctl_fd:
-                message = self._read_control()
+                message = self.process._read_control()
                 if message is None:  # the server is gone
                     self._server_gone(flight, waiting, deliver, "died")
                     return
@@ -448,7 +461,7 @@ class JobPipeline:
         attempt.kill_reason = reason
         attempt.kill_sent_at = time.monotonic()
         attempt.deadline = attempt.kill_sent_at + _KILL_GRACE_S
-        self._request_kill(attempt.job)
+        self.process._request_kill(attempt.job)
 
     def _on_deadline(self, head: _Attempt, flight: collections.deque[_Attempt], waiting: collections.deque[_Run],
                      deliver: Callable[[Any, list[RunReport]], None], now: float) -> None:
@@ -517,7 +530,7 @@ class JobPipeline:
             head.exit_status = None
             self._finish_attempt(head)
             head.run.restarts += 1
-        self.stop()
+        self.process.stop()
         for attempt in attempts[1:]:
             attempt.not_started = True
         for attempt in attempts:
@@ -696,7 +709,7 @@ class JobPipeline:
             attempt.failure = _outcome_from_status(exit_status, where, attempt.child_started)
 
     def _server_death_outcome(self, detail: str) -> Outcome:
-        return Outcome("infra" if self.server_protected else "crashed", detail=detail)
+        return Outcome("infra" if self.process.server_protected else "crashed", detail=detail)
 
 
 def _outcome_from_status(status: Any, where: str, started: bool) -> Outcome:

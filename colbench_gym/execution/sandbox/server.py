@@ -3,7 +3,6 @@ socket and kill pipe, stopping it, and the CPU it has used."""
 
 from __future__ import annotations
 
-import collections
 import importlib.util
 import json
 import os
@@ -15,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from colbench_gym.execution.sandbox.isolation import (
@@ -27,15 +27,15 @@ from colbench_gym.execution.sandbox.isolation import (
     resolve_mode,
     sandbox_environment,
 )
-from colbench_gym.execution.sandbox.jobs import JobPipeline, _Attempt
+from colbench_gym.execution.sandbox.jobs import JobPipeline
 from colbench_gym.execution.sandbox.protocol import _MESSAGE, _SERVER_SOURCE, _decode_control
-from colbench_gym.execution.sandbox.settings import SandboxSettings, SandboxStartError
+from colbench_gym.execution.sandbox.settings import RunReport, SandboxSettings, SandboxStartError
 
 _NOBODY = 65534
 _STARTUP_TIMEOUT_S = 30.0
 
 
-class SandboxProcess(JobPipeline):
+class SandboxProcess:
     """A warm fork server and the grader's side of its protocol. Used by one thread at a time."""
 
     def __init__(self, settings: SandboxSettings) -> None:
@@ -46,12 +46,7 @@ class SandboxProcess(JobPipeline):
         self.ctl: socket.socket | None = None
         self.hello: dict[str, Any] = {}
         self._drops_uid = False
-        self._job = 0
         self._nonce_key = os.urandom(8)
-        # Children handed to the server, in its order: the first is the one it is on; it may have
-        # reported everything already (its exit record is still to come). See serve().
-        self._flight: collections.deque[_Attempt] = collections.deque()
-        self._cpu_mark = 0.0
         self._ship_code = False  # whether the server takes code objects compiled here
         self._kill_w = -1  # the kill pipe (see _request_kill)
         self._server_pid: int | None = None
@@ -62,6 +57,20 @@ class SandboxProcess(JobPipeline):
         self.stats: dict[str, float] = dict.fromkeys(
             ("children", "child_s", "fork_s", "clean_s", "minor_faults", "cleaned", "supervise_s"), 0
         )
+        self.jobs = JobPipeline(self)
+
+    # -- running code (see JobPipeline) --------------------------------------------------------
+    def run(self, code: str, calls: list[str]) -> RunReport:
+        """Define ``code`` in a fresh child and evaluate every call in its namespace."""
+        return self.jobs.run(code, calls)
+
+    def run_units(self, units: list[tuple[str, list[str]]]) -> list[RunReport]:
+        """One :class:`RunReport` per unit ``(code, calls)``: see :meth:`JobPipeline.run_units`."""
+        return self.jobs.run_units(units)
+
+    def serve(self, source: Callable[[bool], Any], deliver: Callable[[Any, list[RunReport]], None]) -> None:
+        """Run jobs from ``source`` until it says stop: see :meth:`JobPipeline.serve`."""
+        self.jobs.serve(source, deliver)
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -218,9 +227,7 @@ class SandboxProcess(JobPipeline):
             pass
 
     def stop(self) -> None:
-        for attempt in self._flight:  # anything still in flight there dies with the server
-            self._close_attempt(attempt)
-        self._flight.clear()
+        self.jobs.abandon()  # anything still in flight there dies with the server
         if self.ctl is not None:
             try:
                 self.ctl.send(_MESSAGE.pack(b"s", 0))
