@@ -10,6 +10,7 @@ critics judged on graded candidates, the JSON and the report.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
@@ -145,6 +146,40 @@ def test_pool_critic_judgements_script_pools_runs_by_task(tiny_study, tmp_path, 
     assert "picks a best candidate" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="scores.jsonl not found"):
         pool.main([str(tmp_path)])
+
+
+def test_critic_uses_c_takes_another_task_of_the_same_template():
+    script = _script("critic_uses_c")
+    rows = [{"task_id": "proc-test-seen-late_fee-aaaa", "privileged": "rate 3"},
+            {"task_id": "proc-test-seen-late_fee-bbbb", "privileged": "rate 5"},
+            {"task_id": "proc-test-seen-late_fee-aaaa", "privileged": "rate 3"},  # a second turn of a task
+            {"task_id": "proc-test-unseen-seat_label-cccc", "privileged": "Row"},  # alone in its template
+            {"task_id": "custom-1", "privileged": "x"}]  # not a procedural task
+    assert script.other_references(rows) == ["rate 5", "rate 3", "rate 5", None, None]
+    assert script.template_of("proc-test-seen-age_group-62eb49ba") == "age_group"
+
+
+def test_critic_uses_c_script_scores_the_turns_again_with_another_reference(tiny_study, tmp_path, capsys):
+    script = _script("critic_uses_c")
+    run, copy = tiny_study["run"], tmp_path / "run"
+    (copy / "critic_eval").mkdir(parents=True)
+    (copy / "train_critic").symlink_to(run / "train_critic")
+    (copy / "critic_eval" / "scores.jsonl").write_text((run / "critic_eval" / "scores.jsonl").read_text())
+    # the tiny study's test tasks are of five templates; call them tasks of one, so each has another reference
+    header, *lines = (run / "critic_eval" / "graded.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    for row in rows:
+        row["task_id"] = "proc-test-seen-late_fee-" + hashlib.sha256(row["privileged"].encode()).hexdigest()[:8]
+    (copy / "critic_eval" / "graded.jsonl").write_text("\n".join([header, *map(json.dumps, rows)]) + "\n")
+    assert script.main([str(copy), "--json", str(tmp_path / "out.json")]) == 0
+    result = json.loads((tmp_path / "out.json").read_text())
+    stored = json.loads((run / "critic_eval" / "selection.json").read_text())["rankers"]["critic_privileged"]
+    # the turns' own c gives back the study's judgement; the other c is a real second scoring of the same turns
+    assert result["rankers"]["critic_privileged"]["top1"] == stored["top1"]
+    assert result["rankers"]["critic_privileged_other_c"]["turns_scored"] == stored["turns_scored"]
+    paired = result["paired"]["critic_privileged - critic_privileged_other_c"]
+    assert paired["turns"] == stored["turns_scored"] and -1.0 <= paired["top1"]["mean"] <= 1.0
+    assert "critic_privileged_other_c" in capsys.readouterr().out
 
 
 def test_pair_order_by_gap_counts_only_pairs_the_gap_keeps_and_whose_rewards_differ():

@@ -131,16 +131,21 @@ def _mean_pick(picked: Sequence[float], best: float) -> tuple[float, float, floa
     return sum(r == best for r in picked) / n, sum(picked) / n, sum(r >= SOLVED for r in picked) / n
 
 
+# The paper's ablation, judged turn by turn: the same candidates ranked by the critic with and without c.
+PRIVILEGED_PAIR = ("critic_privileged", "critic_no_privileged")
+
+
 def best_of_n_selection(rows: Sequence[Mapping[str, Any]],
                         rankers: Mapping[str, Callable[[Mapping[str, Any]], Sequence[float]]],
-                        seed: int = 0) -> dict[str, Any]:
+                        seed: int = 0, pairs: Sequence[tuple[str, str]] = (PRIVILEGED_PAIR,)) -> dict[str, Any]:
     """How often each ranker's first choice is a best candidate, over turns whose candidates differ in reward.
 
     ``rankers``: name -> function(row) -> one score per candidate (higher is better). ``random`` and ``oracle``
     are added. Returns, per ranker, ``top1`` (an interval over turns), ``selected_reward`` (the mean true reward
     of its picks) and ``selected_success`` (how often its pick passes every test), plus the turn counts and
     ``turns_with_a_success``: the turns where any candidate succeeds, the most that any ranking of these
-    candidates can turn into successes.
+    candidates can turn into successes. ``paired``: for each ``(ours, theirs)`` of ``pairs`` both ranked, their
+    difference on the same turns (by default the critic with c against the one without).
     """
     graded = _graded(rows)
     usable = [r for r in graded if _has_reward_spread(r)]
@@ -167,10 +172,11 @@ def best_of_n_selection(rows: Sequence[Mapping[str, Any]],
                                               for r in usable])
     results["rankers"]["oracle"] = summarise([_mean_pick([max(r["candidate_rewards"])], max(r["candidate_rewards"]))
                                               for r in usable])
-    if PRIVILEGED_PAIR[0] in by_turn and PRIVILEGED_PAIR[1] in by_turn:
-        tasks = [str(row.get("task_id", turn)) for turn, row in enumerate(usable)]
-        results["paired"] = {" - ".join(PRIVILEGED_PAIR): _paired_picks(*(by_turn[n] for n in PRIVILEGED_PAIR),
-                                                                        tasks, seed=seed)}
+    tasks = [str(row.get("task_id", turn)) for turn, row in enumerate(usable)]
+    for ours, theirs in pairs:
+        if ours in by_turn and theirs in by_turn:
+            results.setdefault("paired", {})[f"{ours} - {theirs}"] = _paired_picks(by_turn[ours], by_turn[theirs],
+                                                                                 tasks, seed=seed)
     return results
 
 
@@ -208,10 +214,6 @@ def stored_rankers(scored: Sequence[Mapping[str, Any]]) -> dict[str, Callable[[M
         return lambda row: row["scores"].get(name) or [math.nan] * len(row["candidate_rewards"])
 
     return {name: stored(name) for name in names}
-
-
-# The paper's ablation, judged turn by turn: the same candidates ranked by the critic with and without c.
-PRIVILEGED_PAIR = ("critic_privileged", "critic_no_privileged")
 
 
 def _paired_picks(ours: Mapping[int, tuple[float, float, float]], theirs: Mapping[int, tuple[float, float, float]],

@@ -1,0 +1,112 @@
+"""Does the privileged critic read c? Its best-of-N judgement given each turn's own c against another task's.
+
+The study judges the critic trained with the privileged information c (the task's reference code) against one
+trained without it, and at 135M finds them level. This asks why, on the same held-out answer turns and candidates:
+the critic scores every candidate again, this time given the reference of another test task of the same template
+(the same function with other hidden values: another rate, threshold or text), and picks its best candidate. A
+critic that uses c picks worse with the wrong one; a critic that ranks by the dialogue and the answer alone picks
+the same. The difference is paired by turn, averaged per task and bootstrapped over tasks, as the study's own.
+Procedural tasks only (the template is read from the task id); turns whose template has no other test task are left
+out.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/critic_uses_c.py runs/study_cpu_run3_judge --json out.json
+
+It needs the run's judgement (``critic_eval/graded.jsonl`` and ``scores.jsonl``: the study with
+``study.critic_eval_states`` > 0) and scores with the run's own critic (``train_critic/model``) and ranking.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from sweet_trl.study.critic_eval import best_of_n_selection, critic_ranker, stored_rankers
+from sweet_trl.study.critic_run import SCORES_FILE, read_scores
+
+TRUE_C, OTHER_C = "critic_privileged", "critic_privileged_other_c"
+
+
+def template_of(task_id: str) -> str | None:
+    """``age_group`` for ``proc-test-seen-age_group-62eb49ba``; None for a task that is not procedural."""
+    parts = task_id.split("-")
+    return parts[3] if len(parts) == 5 and parts[0] == "proc" else None
+
+
+def other_references(rows: list[dict[str, Any]]) -> list[str | None]:
+    """For each row, the reference of the next test task of its template (in task id order) that has another
+    reference; None when there is none."""
+    references: dict[str, dict[str, str]] = {}
+    for row in rows:
+        template = template_of(str(row["task_id"]))
+        if template is not None:
+            references.setdefault(template, {})[str(row["task_id"])] = str(row["privileged"])
+    out: list[str | None] = []
+    for row in rows:
+        template = template_of(str(row["task_id"]))
+        tasks = sorted(references.get(template, {})) if template else []
+        others = [t for t in tasks[tasks.index(row["task_id"]) + 1:] + tasks
+                  if references[template][t] != row["privileged"]] if tasks else []
+        out.append(references[template][others[0]] if others else None)
+    return out
+
+
+def judged_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The judgement's graded turns that the privileged critic scored, with its stored scores, and its settings."""
+    folder = run_dir / "critic_eval"
+    scored = read_scores(folder / SCORES_FILE)
+    if scored is None:
+        raise SystemExit(f"{folder / SCORES_FILE} not found: run the study's critic judgement on this run first")
+    settings = json.loads((folder / SCORES_FILE).read_text(encoding="utf-8").splitlines()[0])["settings"]
+    graded = {}
+    for line in (folder / "graded.jsonl").read_text(encoding="utf-8").splitlines()[1:]:
+        if line.strip():
+            row = json.loads(line)
+            graded[row["state_id"]] = row
+    rows = [{**graded[s["state_id"]], "scores": s["scores"]} for s in scored if TRUE_C in s["scores"]]
+    return rows, settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path, help="a study run folder whose critics were judged")
+    parser.add_argument("--batch_size", type=int, default=8, help="candidates scored per forward pass")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    parser.add_argument("--json", type=Path, help="also write the result here")
+    args = parser.parse_args(argv)
+
+    rows, settings = judged_rows(args.run_dir)
+    others = other_references(rows)
+    rows = [{**row, "other_c": other} for row, other in zip(rows, others) if other is not None]
+    if not rows:
+        raise SystemExit("no judged turn has another test task of its template: nothing to compare")
+
+    from sweet_trl.critic import SweetCritic
+
+    critic = SweetCritic.from_pretrained(args.run_dir / "train_critic" / "model", batch_size=args.batch_size)
+    rank = critic_ranker(critic, settings["ranking"])
+    for row in rows:
+        row["scores"] = {TRUE_C: row["scores"][TRUE_C], OTHER_C: rank({**row, "privileged": row["other_c"]})}
+    result = best_of_n_selection(rows, stored_rankers(rows), seed=args.seed, pairs=[(TRUE_C, OTHER_C)])
+    result["run"] = str(args.run_dir)
+    result["ranking"] = settings["ranking"]
+    for name in (TRUE_C, OTHER_C, "random"):
+        entry = result["rankers"][name]
+        top = entry["top1"]
+        print(f"{name:<28} picks a best candidate {100 * top['mean']:5.1f}% [{100 * top['low']:.1f}, "
+              f"{100 * top['high']:.1f}], the pick's reward {entry['selected_reward']['mean']:.3f}")
+    for label, diff in result.get("paired", {}).items():
+        top, reward = diff["top1"], diff["selected_reward"]
+        print(f"{label}, paired on {diff['turns']} turns of {diff['tasks']} tasks: best pick {100 * top['mean']:+.1f} "
+              f"[{100 * top['low']:+.1f}, {100 * top['high']:+.1f}] points, the pick's reward {reward['mean']:+.3f} "
+              f"[{reward['low']:+.3f}, {reward['high']:+.3f}]")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
