@@ -25,6 +25,7 @@ from typing import Any
 
 from sweet_trl.study.critic_eval import best_of_n_selection, critic_ranker, stored_rankers
 from sweet_trl.study.critic_run import SCORES_FILE, read_scores
+from sweet_trl.study.results import selection_lines
 
 TRUE_C, OTHER_C = "critic_privileged", "critic_privileged_other_c"
 
@@ -92,16 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     result = best_of_n_selection(rows, stored_rankers(rows), seed=args.seed, pairs=[(TRUE_C, OTHER_C)])
     result["run"] = str(args.run_dir)
     result["ranking"] = settings["ranking"]
-    for name in (TRUE_C, OTHER_C, "random"):
-        entry = result["rankers"][name]
-        top = entry["top1"]
-        print(f"{name:<28} picks a best candidate {100 * top['mean']:5.1f}% [{100 * top['low']:.1f}, "
-              f"{100 * top['high']:.1f}], the pick's reward {entry['selected_reward']['mean']:.3f}")
-    for label, diff in result.get("paired", {}).items():
-        top, reward = diff["top1"], diff["selected_reward"]
-        print(f"{label}, paired on {diff['turns']} turns of {diff['tasks']} tasks: best pick {100 * top['mean']:+.1f} "
-              f"[{100 * top['low']:+.1f}, {100 * top['high']:+.1f}] points, the pick's reward {reward['mean']:+.3f} "
-              f"[{reward['low']:+.3f}, {reward['high']:+.3f}]")
+    print("\n".join(selection_lines(result)))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -21,6 +21,7 @@ from typing import Any
 
 from sweet_trl.study.critic_eval import best_of_n_selection, stored_rankers
 from sweet_trl.study.critic_run import SCORES_FILE, read_scores
+from sweet_trl.study.results import selection_lines
 
 
 def pooled_rows(run_dirs: list[Path]) -> list[dict[str, Any]]:
@@ -34,23 +35,6 @@ def pooled_rows(run_dirs: list[Path]) -> list[dict[str, Any]]:
     return rows
 
 
-def summary_lines(result: dict[str, Any], runs: int) -> list[str]:
-    lines = [f"{result['turns']} held-out answer turns from {runs} runs, {result['turns_with_reward_spread']} whose "
-             f"candidates differ in reward; any candidate succeeds on {result['turns_with_a_success']}"]
-    for name, entry in result["rankers"].items():
-        if "top1" in entry:
-            top, success = entry["top1"], entry["selected_success"]
-            lines.append(f"  {name:<24} picks a best candidate {100 * top['mean']:5.1f}% [{100 * top['low']:.1f}, "
-                         f"{100 * top['high']:.1f}], its pick succeeds {100 * success['mean']:.1f}%")
-    for label, diff in (result.get("paired") or {}).items():
-        if "top1" in diff:
-            top, reward = diff["top1"], diff["selected_reward"]
-            lines.append(f"  {label}, paired on {diff['turns']} turns of {diff['tasks']} tasks: best pick "
-                         f"{100 * top['mean']:+.1f} [{100 * top['low']:+.1f}, {100 * top['high']:+.1f}] points, pick's "
-                         f"reward {reward['mean']:+.3f} [{reward['low']:+.3f}, {reward['high']:+.3f}]")
-    return lines
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dirs", nargs="+", type=Path, help="study run folders whose critics were judged")
@@ -60,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = pooled_rows(args.run_dirs)
     result = best_of_n_selection(rows, stored_rankers(rows), seed=args.seed)
     result["runs"] = [str(d) for d in args.run_dirs]
-    print("\n".join(summary_lines(result, len(args.run_dirs))))
+    print(f"{len(args.run_dirs)} runs pooled")
+    print("\n".join(selection_lines(result)))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -140,30 +140,34 @@ def format_table(results: Mapping[str, Any]) -> str:
             lines.append(f"  {label:<38} success {100 * s['difference']:+6.1f} [{100 * s['ci'][0]:+.1f}, "
                          f"{100 * s['ci'][1]:+.1f}]   tests {t['difference']:+6.1f} [{t['ci'][0]:+.1f}, "
                          f"{t['ci'][1]:+.1f}]")
-    selection = results.get("critic_selection") or {}
-    if selection.get("rankers"):
-        lines.append(f"Best-of-{results['study']['critic_eval_candidates']} selection on "
-                     f"{selection['turns_with_reward_spread']} held-out answer turns whose candidates differ:")
-        for name, entry in selection["rankers"].items():
-            if "top1" in entry:
-                top = entry["top1"]
-                success = entry.get("selected_success")
-                lines.append(f"  {name:<24} picks a best candidate {100 * top['mean']:5.1f}% "
-                             f"[{100 * top['low']:.1f}, {100 * top['high']:.1f}]"
-                             + (f", its pick succeeds {100 * success['mean']:5.1f}%" if success else ""))
-        for label, diff in (selection.get("paired") or {}).items():
-            if "top1" in diff:
-                top, reward = diff["top1"], diff["selected_reward"]
-                lines.append(f"  {label} (paired on {diff['turns']} turns of {diff.get('tasks', '?')} tasks): best pick {100 * top['mean']:+.1f} "
-                             f"[{100 * top['low']:+.1f}, {100 * top['high']:+.1f}] points, pick's reward "
-                             f"{reward['mean']:+.3f} [{reward['low']:+.3f}, {reward['high']:+.3f}]")
-        if "turns_with_a_success" in selection:
-            lines.append(f"  any candidate succeeds on {selection['turns_with_a_success']} of {selection['turns']} "
-                         "turns")
+    lines.extend(selection_lines(results.get("critic_selection") or {}, results["study"]["critic_eval_candidates"]))
     lines.extend(_answer_turn_lines(results.get("answer_turns") or {}))
     lines.append(f"Stage time {results['stage_seconds_total'] / 60:.1f} min (wall {results['wall_seconds'] / 60:.1f} "
                  "min this call)" + ("" if results.get("complete", True) else "; the study goes on"))
     return "\n".join(lines)
+
+
+def selection_lines(selection: Mapping[str, Any], candidates: int | str = "N") -> list[str]:
+    """The critics' best-of-N judgement (:func:`~sweet_trl.study.critic_eval.best_of_n_selection`) as text."""
+    if not selection.get("rankers"):
+        return []
+    lines = [f"Best-of-{candidates} selection on {selection['turns_with_reward_spread']} held-out answer turns whose "
+             "candidates differ:"]
+    for name, entry in selection["rankers"].items():
+        if "top1" in entry:
+            top, success = entry["top1"], entry.get("selected_success")
+            lines.append(f"  {name:<26} picks a best candidate {100 * top['mean']:5.1f}% "
+                         f"[{100 * top['low']:.1f}, {100 * top['high']:.1f}]"
+                         + (f", its pick succeeds {100 * success['mean']:5.1f}%" if success else ""))
+    for label, diff in (selection.get("paired") or {}).items():
+        if "top1" in diff:
+            top, reward = diff["top1"], diff["selected_reward"]
+            lines.append(f"  {label} (paired on {diff['turns']} turns of {diff.get('tasks', '?')} tasks): best pick "
+                         f"{100 * top['mean']:+.1f} [{100 * top['low']:+.1f}, {100 * top['high']:+.1f}] points, pick's "
+                         f"reward {reward['mean']:+.3f} [{reward['low']:+.3f}, {reward['high']:+.3f}]")
+    if "turns_with_a_success" in selection:
+        lines.append(f"  any candidate succeeds on {selection['turns_with_a_success']} of {selection['turns']} turns")
+    return lines
 
 
 def _answer_turn_lines(answer_turns: Mapping[str, Any]) -> list[str]:
