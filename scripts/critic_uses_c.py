@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,14 @@ def other_references(rows: list[dict[str, Any]]) -> list[str | None]:
                   if references[template][t] != row["privileged"]] if tasks else []
         out.append(references[template][others[0]] if others else None)
     return out
+
+
+def same_pick(rows: list[dict[str, Any]]) -> float:
+    """The share of turns whose top-scored candidate is the same with the turn's own c and with the other."""
+    def top(scores: list[float]) -> int:
+        return max(range(len(scores)), key=lambda i: (scores[i] if math.isfinite(scores[i]) else -math.inf, -i))
+
+    return sum(top(row["scores"][TRUE_C]) == top(row["scores"][OTHER_C]) for row in rows) / len(rows)
 
 
 def judged_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -93,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     result = best_of_n_selection(rows, stored_rankers(rows), seed=args.seed, pairs=[(TRUE_C, OTHER_C)])
     result["run"] = str(args.run_dir)
     result["ranking"] = settings["ranking"]
+    result["same_pick"] = same_pick(rows)
+    result["per_turn"] = [{key: row[key] for key in ("state_id", "task_id", "candidate_rewards", "scores")}
+                          for row in rows]
     print("\n".join(selection_lines(result)))
+    print(f"  the same first choice with either c on {100 * result['same_pick']:.1f}% of {len(rows)} turns")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

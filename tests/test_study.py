@@ -157,6 +157,9 @@ def test_critic_uses_c_takes_another_task_of_the_same_template():
             {"task_id": "custom-1", "privileged": "x"}]  # not a procedural task
     assert script.other_references(rows) == ["rate 5", "rate 3", "rate 5", None, None]
     assert script.template_of("proc-test-seen-age_group-62eb49ba") == "age_group"
+    scored = [{"scores": {script.TRUE_C: [0.1, 0.9, 0.2], script.OTHER_C: [0.0, 0.5, 0.4]}},
+              {"scores": {script.TRUE_C: [0.3, 0.1], script.OTHER_C: [0.1, 0.3]}}]
+    assert script.same_pick(scored) == 0.5
 
 
 def test_critic_uses_c_script_scores_the_turns_again_with_another_reference(tiny_study, tmp_path, capsys):
@@ -179,6 +182,7 @@ def test_critic_uses_c_script_scores_the_turns_again_with_another_reference(tiny
     assert result["rankers"]["critic_privileged_other_c"]["turns_scored"] == stored["turns_scored"]
     paired = result["paired"]["critic_privileged - critic_privileged_other_c"]
     assert paired["turns"] == stored["turns_scored"] and -1.0 <= paired["top1"]["mean"] <= 1.0
+    assert 0.0 <= result["same_pick"] <= 1.0 and len(result["per_turn"]) == stored["turns_scored"]
     assert "critic_privileged_other_c" in capsys.readouterr().out
 
 
