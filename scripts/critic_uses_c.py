@@ -18,14 +18,20 @@ It needs the run's judgement (``critic_eval/graded.jsonl`` and ``scores.jsonl``:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
-from sweet_trl.study.critic_eval import best_of_n_selection, critic_ranker, stored_rankers
-from sweet_trl.study.critic_run import SCORES_FILE, read_scores
+from sweet_trl.pipeline import write_json_atomic
+from sweet_trl.study.critic_eval import (
+    best_of_n_selection,
+    critic_ranker,
+    read_with_settings,
+    settings_of,
+    stored_rankers,
+)
+from sweet_trl.study.critic_run import SCORES_FILE
 from sweet_trl.study.results import selection_lines
 
 TRUE_C, OTHER_C = "critic_privileged", "critic_privileged_other_c"
@@ -66,17 +72,12 @@ def same_pick(rows: list[dict[str, Any]]) -> float:
 def judged_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The judgement's graded turns that the privileged critic scored, with its stored scores, and its settings."""
     folder = run_dir / "critic_eval"
-    scored = read_scores(folder / SCORES_FILE)
+    scored = read_with_settings(folder / SCORES_FILE)
     if scored is None:
         raise SystemExit(f"{folder / SCORES_FILE} not found: run the study's critic judgement on this run first")
-    settings = json.loads((folder / SCORES_FILE).read_text(encoding="utf-8").splitlines()[0])["settings"]
-    graded = {}
-    for line in (folder / "graded.jsonl").read_text(encoding="utf-8").splitlines()[1:]:
-        if line.strip():
-            row = json.loads(line)
-            graded[row["state_id"]] = row
+    graded = {row["state_id"]: row for row in read_with_settings(folder / "graded.jsonl") or []}
     rows = [{**graded[s["state_id"]], "scores": s["scores"]} for s in scored if TRUE_C in s["scores"]]
-    return rows, settings
+    return rows, settings_of(folder / SCORES_FILE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,8 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(selection_lines(result)))
     print(f"  the same first choice with either c on {100 * result['same_pick']:.1f}% of {len(rows)} turns")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        write_json_atomic(args.json, result)
     return 0
 
 

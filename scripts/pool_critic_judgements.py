@@ -14,20 +14,20 @@ the tasks are resampled. Nothing is scored again: the scores are read from each 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from sweet_trl.study.critic_eval import best_of_n_selection, stored_rankers
-from sweet_trl.study.critic_run import SCORES_FILE, read_scores
+from sweet_trl.pipeline import write_json_atomic
+from sweet_trl.study.critic_eval import best_of_n_selection, read_with_settings, stored_rankers
+from sweet_trl.study.critic_run import SCORES_FILE
 from sweet_trl.study.results import selection_lines
 
 
 def pooled_rows(run_dirs: list[Path]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for run_dir in run_dirs:
-        scored = read_scores(run_dir / "critic_eval" / SCORES_FILE)
+        scored = read_with_settings(run_dir / "critic_eval" / SCORES_FILE)
         if scored is None:
             raise SystemExit(f"{run_dir / 'critic_eval' / SCORES_FILE} not found: run the study's critic judgement "
                              "(study.critic_eval_states > 0) on this run first")
@@ -47,8 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(args.run_dirs)} runs pooled")
     print("\n".join(selection_lines(result)))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        write_json_atomic(args.json, result)
     return 0
 
 

@@ -61,13 +61,9 @@ def sampled_and_graded(folder: Any, key: Mapping[str, Any], states: Sequence[Map
 
     folder, key = Path(folder), dict(key)
     graded_path = folder / "graded.jsonl"
-    if graded_path.exists():
-        header, *lines = graded_path.read_text(encoding="utf-8").splitlines() or [""]
-        try:
-            if json.loads(header).get("settings") == key:
-                return [json.loads(line) for line in lines if line.strip()]
-        except json.JSONDecodeError:
-            pass
+    graded = read_with_settings(graded_path, key)
+    if graded is not None:
+        return graded
     if (folder / "settings.json").exists() and json.loads((folder / "settings.json").read_text()) != key:
         clear_folder(folder)  # other answers or other sampling: the half-sampled candidates are not these
     folder.mkdir(parents=True, exist_ok=True)
@@ -82,11 +78,45 @@ def sampled_and_graded(folder: Any, key: Mapping[str, Any], states: Sequence[Map
         del backend
         release()
     rows = grade_candidates(sampled, tasks)
-    with graded_path.open("w", encoding="utf-8") as handle:
-        handle.write(json.dumps({"settings": key}) + "\n")
-        for row in rows:
-            handle.write(json.dumps(row, default=str) + "\n")
+    write_with_settings(graded_path, key, rows)
     return rows
+
+
+def read_with_settings(path: Any, settings: Mapping[str, Any] | None = None) -> list[dict[str, Any]] | None:
+    """The rows of a JSONL file whose first line records the settings they were made under (see
+    :func:`write_with_settings`); None when it is absent, unreadable, or made under other ``settings``."""
+    import json
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    header, *lines = path.read_text(encoding="utf-8").splitlines() or [""]
+    try:
+        if settings is not None and json.loads(header).get("settings") != dict(settings):
+            return None
+        return [json.loads(line) for line in lines if line.strip()]
+    except json.JSONDecodeError:
+        return None
+
+
+def settings_of(path: Any) -> dict[str, Any]:
+    """The settings recorded on the first line of a file :func:`write_with_settings` wrote."""
+    import json
+    from pathlib import Path
+
+    with Path(path).open(encoding="utf-8") as handle:
+        return json.loads(handle.readline())["settings"]
+
+
+def write_with_settings(path: Any, settings: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> None:
+    """``rows`` as JSONL after a first line holding ``settings``, written whole and then renamed (a stopped run
+    leaves no partial file to be read as complete)."""
+    from pathlib import Path
+
+    from sweet_trl.pipeline.stages import _write_jsonl
+
+    _write_jsonl(Path(path), [{"settings": dict(settings)}, *rows])
 
 
 def grade_candidates(rows: Sequence[Mapping[str, Any]], tasks: Mapping[str, Any], grader: Any = None

@@ -16,9 +16,11 @@ from sweet_trl.study.critic_eval import (
     answer_turn_states,
     best_of_n_selection,
     critic_ranker,
+    read_with_settings,
     sampled_and_graded,
     score_turns,
     stored_rankers,
+    write_with_settings,
 )
 
 SCORES_FILE = "scores.jsonl"
@@ -44,7 +46,7 @@ def judge_critics(study: Any) -> dict[str, Any]:
         "states": study.args.critic_eval_states, "candidates": study.args.critic_eval_candidates,
         "ranking": rank_args.ranking, "seed": study.args.seed,
     }
-    scored = read_scores(out_dir / SCORES_FILE, settings)
+    scored = read_with_settings(out_dir / SCORES_FILE, settings)
     if scored is None:
         scored = _score(study, out_dir, critics, settings, run, gen, rank_args)
     else:
@@ -53,16 +55,6 @@ def judge_critics(study: Any) -> dict[str, Any]:
     result["settings"] = settings
     (out_dir / "selection.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     return result
-
-
-def read_scores(path: Path, settings: dict[str, Any] | None = None) -> list[dict[str, Any]] | None:
-    """The scored turns of a judgement (None when absent, or computed under other ``settings``)."""
-    if not path.exists():
-        return None
-    header, *lines = path.read_text(encoding="utf-8").splitlines()
-    if settings is not None and json.loads(header).get("settings") != settings:
-        return None
-    return [json.loads(line) for line in lines if line.strip()]
 
 
 def _score(study: Any, out_dir: Path, critics: dict[str, Path], settings: dict[str, Any], run: Any, gen: Any,
@@ -104,13 +96,7 @@ def _score(study: Any, out_dir: Path, critics: dict[str, Path], settings: dict[s
     scored = score_turns(rows, rankers)
     del loaded, rankers
     release()
-    # written whole, then renamed: a stopped scoring leaves no partial file to be read as complete
-    partial = out_dir / (SCORES_FILE + ".partial")
-    with partial.open("w", encoding="utf-8") as handle:
-        handle.write(json.dumps({"settings": settings}) + "\n")
-        for row in scored:
-            handle.write(json.dumps(row) + "\n")
-    partial.replace(out_dir / SCORES_FILE)
+    write_with_settings(out_dir / SCORES_FILE, settings, scored)
     return scored
 
 
