@@ -48,8 +48,11 @@ def test_check_env_passes_on_every_registered_id(env_id):
 def test_episode_with_questions_then_correct_answer():
     env = make()
     obs, info = env.reset(seed=0)
-    assert obs.startswith("Human: I need the shipping cost")
-    assert info["messages"][0]["role"] == "system" and "I WANT TO ANSWER:" in info["messages"][0]["content"]
+    instructions = info["messages"][0]["content"]
+    assert info["messages"][0]["role"] == "system" and "I WANT TO ANSWER:" in instructions
+    # the observation alone says how to answer: the instructions, then the request
+    assert obs == f"Instructions: {instructions}\n\nHuman: I need the shipping cost of a parcel. " \
+                  "The signature of the function is: def shipping_cost(kg)"
     assert "def shipping_cost(kg):\n    if" not in obs  # the reference stays out of the observation
     assert info["privileged"]["ground_truth"] == ROW["ground_truth"]
 
@@ -129,7 +132,8 @@ def test_long_dialogues_keep_the_request_in_the_observation(monkeypatch):
     for turn in range(5):
         obs, _, _, _, info = env.step(f"message {turn} " + "z" * 600)
     assert len(obs) <= 2_000 and info["observation_truncated"]
-    assert obs.startswith("Human: " + ROW["problem_description"]) and "[...]" in obs
+    head = f"Instructions: {env.unwrapped.instructions}\n\nHuman: {ROW['problem_description']}\n\n[...]\n\n"
+    assert obs.startswith(head)
     assert obs.endswith("Human: noted") and "message 4 " in obs and "message 0 " not in obs
 
 
@@ -146,7 +150,7 @@ def test_reset_is_reproducible_and_selects_tasks():
     assert first == again and len(set(first)) > 1
     target = env.unwrapped.tasks[3].task_id
     assert env.reset(options={"task_id": target})[1]["task_id"] == target
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="unknown task_id 'no-such-task'"):
         env.reset(options={"task_id": "no-such-task"})
 
 
@@ -163,7 +167,8 @@ def test_bad_actions_never_crash(action):
     if terminated:
         assert reward == 0.0 and not info["success"]
     if len(action) > 32_000:
-        assert info["action_truncated_from"] == len(action)
+        assert info["action_truncated_from"] == len(action) and info["action_truncated_to"] == 32_000
+        assert f"it had {len(action):,} characters, over the limit of 32,000" in obs
 
 
 def test_raw_bytes_action_is_decoded():

@@ -25,17 +25,27 @@ class BackendEnv(DialogueEnv):
     a function, which is scored by hidden unit tests against the reference.
 
     ## Action Space
-    ``UnicodeText``: the agent's next message, any ``str``. Messages longer than 32,000 characters are
-    cut (``info["action_truncated_from"]``); ``bytes`` are decoded as UTF-8 with replacement.
-    A message containing ``I WANT TO ANSWER:`` is the final answer: the text after the marker, with
-    Markdown code fences stripped, is the submitted code.
+    ``UnicodeText``: the agent's next message, any ``str`` up to 32,000 characters
+    (``env.unwrapped.max_action_chars``); ``bytes`` are decoded as UTF-8 with replacement. A message
+    containing ``I WANT TO ANSWER:`` is the final answer: the text after the marker, with Markdown
+    code fences stripped, is the submitted code. A longer message is, with ``long_actions="truncate"``
+    (default), cut to its first 32,000 characters, and the agent is told: the human's next reply
+    starts with ``[Your message was cut: it had N characters, over the limit of 32,000; ...]`` (after
+    a final answer, the last observation ends with it), and ``info`` has ``action_truncated_from``
+    (N) and ``action_truncated_to`` (32,000); a cut answer is graded as cut. With
+    ``long_actions="raise"`` it raises ``ActionTooLongError`` (a ``ValueError``) and the episode is
+    left as it was.
 
     ## Observation Space
-    ``UnicodeText``: the dialogue so far as text (``"Human: ..."`` / ``"Agent: ..."`` blocks). The same
-    dialogue as chat messages, starting with the system instructions, is in ``info["messages"]``;
-    ``env.unwrapped.instructions`` holds the instructions alone. A dialogue over 1,000,000 characters
-    (possible only with a large ``max_turns``) is shown as the request and its latest part, with
-    ``info["observation_truncated"]``. ``render()`` returns the text with ``render_mode="ansi"``.
+    ``UnicodeText``: everything an agent needs to act, as one text: the instructions (how to ask, the
+    turn limit, and how to answer with ``I WANT TO ANSWER:``) as an ``"Instructions: ..."`` block,
+    then the dialogue so far (``"Human: ..."`` / ``"Agent: ..."`` blocks). Feeding ``obs`` alone to a
+    model each turn is a complete agent loop. The same dialogue as chat messages, starting with the
+    instructions as the system message, is in ``info["messages"]`` (what the trainers and the TRL
+    and OpenEnv doors use); ``env.unwrapped.instructions`` holds the instructions alone. An
+    observation over 1,000,000 characters (possible only with a large ``max_turns``) is shown as the
+    instructions, the request and its latest part, with ``info["observation_truncated"]``.
+    ``render()`` with ``render_mode="ansi"`` returns the dialogue without the instructions.
 
     ## Rewards
     0 on every turn but the last. On the last, the fraction of the task's unit tests whose output
@@ -45,8 +55,11 @@ class BackendEnv(DialogueEnv):
 
     ## Starting State
     The human's request (the task's ``problem_description``). Tasks are drawn with ``self.np_random``
-    (seeded by ``reset(seed=...)``), or chosen with ``options={"task_id": ...}`` or
-    ``options={"task_index": i}``.
+    (seeded by ``reset(seed=...)``), or chosen with ``options={"task_id": str}`` or
+    ``options={"task_index": i}`` (an int, 0 <= i < ``len(env.unwrapped.tasks)``). Anything else
+    raises before the environment changes: options that are not a dict or a value of the wrong type
+    (``TypeError``), other keys or both keys (``ValueError``), an index out of range
+    (``IndexError``), an unknown ``task_id`` (``UnknownTaskError``, a ``KeyError``, naming close ids).
 
     ## Episode End
     Terminated when the agent answers; truncated after ``max_turns`` agent messages without an answer.
@@ -63,7 +76,7 @@ class BackendEnv(DialogueEnv):
     ## Arguments
     ```python
     gym.make("ColBench-Backend-v0", tasks="train", simulator=None, max_turns=10, privileged=True,
-             allow_code_execution=True, grader=None)
+             allow_code_execution=True, grader=None, long_actions="truncate")
     ```
     * ``tasks``: built-in split (``"train"``, ``"test"``, ``"all"``), a JSONL path in the ColBench row
       format, a list of rows, or ``"hub:train"``/``"hub:test"`` (``facebook/collaborative_agent_bench``).
@@ -74,6 +87,8 @@ class BackendEnv(DialogueEnv):
       resource limits) and therefore opts in by default; pass ``False`` to refuse (an answer then raises
       ``CodeExecutionDisabled`` and leaves the episode as it was before that step).
     * ``grader``: a :class:`colbench_gym.execution.Grader`; default: a shared warm pool.
+    * ``long_actions``: ``"truncate"`` (cut a message over 32,000 characters and tell the agent) or
+      ``"raise"`` (refuse it with ``ActionTooLongError``); see Action Space.
 
     ## Version History
     * v0: Initial version.
@@ -84,9 +99,9 @@ class BackendEnv(DialogueEnv):
 
     def __init__(self, tasks: Any = "train", simulator: Simulator | None = None, max_turns: int = 10,
                  privileged: bool = True, allow_code_execution: bool = True, grader: Any = None,
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, long_actions: str = "truncate"):
         super().__init__(tasks=tasks, simulator=simulator, max_turns=max_turns, privileged=privileged,
-                         render_mode=render_mode)
+                         render_mode=render_mode, long_actions=long_actions)
         self.allow_code_execution = allow_code_execution
         self._grader = grader
 

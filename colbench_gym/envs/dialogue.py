@@ -5,13 +5,19 @@ hidden details of the task. Each ``step`` takes one agent message. A message con
 ``I WANT TO ANSWER:`` ends the episode and is scored; otherwise the human replies. After
 ``max_turns`` agent messages without an answer the episode is truncated with reward 0.
 Subclasses say how an answer is extracted and scored, and what the human is shown.
+
+The observation is the whole dialogue as text, starting with the instructions, so that an agent
+that reads nothing but ``obs`` learns how to answer. Messages over the environment's limit are cut
+(and the agent is told, at the head of the human's next reply) or, with ``long_actions="raise"``,
+refused with :class:`ActionTooLongError` before anything changes.
 """
 
 from __future__ import annotations
 
+import difflib
 import numbers
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -21,19 +27,45 @@ from colbench_gym.simulators.base import Simulator, SimulatorReply, SimulatorReq
 from colbench_gym.tasks import Task, resolve_tasks
 
 ANSWER_MARKER = "I WANT TO ANSWER:"
-# Longest agent message kept; longer actions are cut and flagged in info (a 1 MB answer is not code).
+# Longest agent message taken whole (a 1 MB answer is not code); subclasses may allow more.
 MAX_ACTION_CHARS = 32_000
 MAX_OBSERVATION_CHARS = 1_000_000
+# What the environment does with a message over its limit: cut it (and say so), or refuse it.
+LONG_ACTIONS = ("truncate", "raise")
+RESET_OPTIONS = ("task_id", "task_index")
 # What the human says when the simulator failed; the failure itself is recorded in info.
 SIMULATOR_FALLBACK = "Sorry, I can't answer that right now."
+_ROLE_NAMES = {"system": "Instructions", "user": "Human", "assistant": "Agent"}
 
 
-def render_dialogue(messages: Sequence[dict[str, str]]) -> str:
-    """The observation text: the dialogue without the system instructions, one block per message."""
-    names = {"user": "Human", "assistant": "Agent"}
-    return "\n\n".join(
-        f"{names.get(m['role'], m['role'])}: {m['content']}" for m in messages if m["role"] != "system"
-    )
+def render_dialogue(messages: Sequence[dict[str, str]], *, instructions: bool = False) -> str:
+    """The dialogue as text, one ``"Human: ..."`` / ``"Agent: ..."`` block per message; the system
+    instructions come first as an ``"Instructions: ..."`` block with ``instructions=True``, else are left out."""
+    return "\n\n".join(f"{_ROLE_NAMES.get(m['role'], m['role'])}: {m['content']}" for m in messages
+                       if instructions or m["role"] != "system")
+
+
+def cut_note(length: int, limit: int) -> str:
+    """What the agent is told when its message of ``length`` characters was cut to ``limit``."""
+    return (f"[Your message was cut: it had {length:,} characters, over the limit of {limit:,}; only its first "
+            f"{limit:,} were kept, the last {length - limit:,} were dropped.]")
+
+
+def _cut_note(notes: dict[str, Any]) -> str | None:
+    if "action_truncated_from" not in notes:
+        return None
+    return cut_note(notes["action_truncated_from"], notes["action_truncated_to"])
+
+
+class ActionTooLongError(ValueError):
+    """An action over the environment's limit with ``long_actions="raise"``; the episode is as it was before."""
+
+
+class UnknownTaskError(KeyError):
+    """A ``task_id`` the environment does not have (a ``KeyError`` that prints its message plainly)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class DialogueEnv(gym.Env[str, str]):
@@ -42,6 +74,7 @@ class DialogueEnv(gym.Env[str, str]):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 1}
     kind: ClassVar[str]
     instructions_template: ClassVar[str]
+    max_action_chars: int = MAX_ACTION_CHARS
 
     def __init__(
         self,
@@ -50,9 +83,13 @@ class DialogueEnv(gym.Env[str, str]):
         max_turns: int = 10,
         privileged: bool = True,
         render_mode: str | None = None,
+        long_actions: str = "truncate",
     ):
         if isinstance(max_turns, bool) or not isinstance(max_turns, numbers.Integral) or max_turns < 1:
             raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}")
+        if not isinstance(long_actions, str) or long_actions not in LONG_ACTIONS:
+            raise ValueError(f"long_actions must be one of {LONG_ACTIONS} (what to do with a message over "
+                             f"{self.max_action_chars:,} characters), got {long_actions!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.tasks: list[Task] = resolve_tasks(tasks, self.kind)
@@ -61,14 +98,17 @@ class DialogueEnv(gym.Env[str, str]):
         self.max_turns = int(max_turns)
         self.include_privileged = privileged
         self.render_mode = render_mode
+        self.long_actions = long_actions
         self.instructions = self.instructions_template.format(max_turns=max_turns, marker=ANSWER_MARKER)
         self.observation_space = UnicodeText(MAX_OBSERVATION_CHARS)
-        self.action_space = UnicodeText(MAX_ACTION_CHARS)
+        self.action_space = UnicodeText(self.max_action_chars)
         self.task: Task | None = None
         self.messages: list[dict[str, str]] = []
         self.turn = 0
         self._done = True
         self._observation_truncated = False
+        self._final_note: str | None = None  # said after the dialogue when no human reply can carry it
+        self._step_truncated_from: int | None = None  # the current step's action length, when it was cut
 
     # -- hooks for subclasses -------------------------------------------------------------
     def default_simulator(self) -> Simulator:
@@ -95,16 +135,9 @@ class DialogueEnv(gym.Env[str, str]):
 
     # -- Gymnasium API -------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        chosen = self._chosen_task(options)  # bad options raise before anything changes
         super().reset(seed=seed)
-        options = options or {}
-        if "task_id" in options:
-            if options["task_id"] not in self._task_index:
-                raise KeyError(f"unknown task_id {options['task_id']!r}")
-            index = self._task_index[options["task_id"]]
-        elif "task_index" in options:
-            index = int(options["task_index"]) % len(self.tasks)
-        else:
-            index = int(self.np_random.integers(len(self.tasks)))
+        index = chosen if chosen is not None else int(self.np_random.integers(len(self.tasks)))
         self.task = self.tasks[index]
         self.messages = [
             {"role": "system", "content": self.instructions},
@@ -112,6 +145,7 @@ class DialogueEnv(gym.Env[str, str]):
         ]
         self.turn = 0
         self._done = False
+        self._final_note = None
         observation = self._observation()
         return observation, self._info(simulator_error=None)
 
@@ -119,6 +153,7 @@ class DialogueEnv(gym.Env[str, str]):
         if self._done or self.task is None:
             raise RuntimeError("step() called on a finished episode: call reset() first")
         text, notes = self._clean_action(action)
+        self._step_truncated_from = notes.get("action_truncated_from")
         self.turn += 1
         self.messages.append({"role": "assistant", "content": text})
         try:
@@ -145,7 +180,10 @@ class DialogueEnv(gym.Env[str, str]):
                                 extra={**extra, **more}, started=started)
 
         reply = self._ask_simulator()
-        self.messages.append({"role": "user", "content": reply.text})
+        note = _cut_note(notes)
+        # The note heads the human's reply so that every door shows it to the agent (the observation, the
+        # chat messages, TRL's and OpenEnv's replies); the agent's own message stays as it was kept.
+        self.messages.append({"role": "user", "content": f"{note}\n\n{reply.text}" if note else reply.text})
         observation = self._observation()
         return observation, 0.0, False, False, self._info(simulator_error=reply.error, **notes, **extra)
 
@@ -160,6 +198,42 @@ class DialogueEnv(gym.Env[str, str]):
         return text
 
     # -- internals -----------------------------------------------------------------------------
+    def _chosen_task(self, options: Any) -> int | None:
+        """The task index ``options`` asks for (None: draw one); a clear error for anything else."""
+        if options is None:
+            return None
+        count = len(self.tasks)
+        allowed = (f"reset() takes options={{'task_id': str}} (one of this environment's {count} task ids) or "
+                   f"options={{'task_index': int}} (0 to {count - 1}), or no options for a random task")
+        if not isinstance(options, Mapping):
+            raise TypeError(f"options must be a dict, got {type(options).__name__}: {allowed}")
+        unknown = [key for key in options if key not in RESET_OPTIONS]
+        if unknown:
+            raise ValueError(f"unknown reset option{'s' if len(unknown) > 1 else ''} "
+                             f"{', '.join(repr(k) for k in unknown)}: {allowed}")
+        if len(options) > 1:
+            raise ValueError(f"options give both task_id and task_index: give one. {allowed}")
+        if "task_id" in options:
+            task_id = options["task_id"]
+            if not isinstance(task_id, str):
+                raise TypeError(f"task_id must be a str, got {type(task_id).__name__} {task_id!r}: {allowed}")
+            if task_id not in self._task_index:
+                close = difflib.get_close_matches(task_id, list(self._task_index), n=3)
+                hint = f"; did you mean {', '.join(map(repr, close))}?" if close else \
+                    f" (the first are {', '.join(repr(t.task_id) for t in self.tasks[:3])})"
+                raise UnknownTaskError(f"unknown task_id {task_id!r}: this environment has {count} tasks{hint} "
+                                       "(all: [t.task_id for t in env.unwrapped.tasks])")
+            return self._task_index[task_id]
+        if "task_index" in options:
+            index = options["task_index"]
+            if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+                raise TypeError(f"task_index must be an int, got {type(index).__name__} {index!r}: {allowed}")
+            if not 0 <= index < count:
+                raise IndexError(f"task_index {int(index)} is out of range: this environment has {count} tasks "
+                                 f"(task_index 0 to {count - 1})")
+            return int(index)
+        return None
+
     def _clean_action(self, action: Any) -> tuple[str, dict[str, Any]]:
         notes: dict[str, Any] = {}
         if isinstance(action, bytes):
@@ -167,9 +241,15 @@ class DialogueEnv(gym.Env[str, str]):
             notes["action_decoded"] = True
         if not isinstance(action, str):
             raise TypeError(f"the action must be a str (the agent's message), got {type(action).__name__}")
-        if len(action) > MAX_ACTION_CHARS:
-            notes["action_truncated_from"] = len(action)
-            action = action[:MAX_ACTION_CHARS]
+        limit = self.max_action_chars
+        if len(action) > limit:
+            if self.long_actions == "raise":
+                raise ActionTooLongError(
+                    f"the action has {len(action):,} characters, over this environment's limit of {limit:,} "
+                    "(long_actions='raise'); nothing was done, the episode is as it was: send a shorter message, "
+                    "or make the environment with long_actions='truncate' to have long messages cut")
+            notes.update(action_truncated_from=len(action), action_truncated_to=limit)
+            action = action[:limit]
         return action, notes
 
     def _ask_simulator(self) -> SimulatorReply:
@@ -188,6 +268,7 @@ class DialogueEnv(gym.Env[str, str]):
     def _finish(self, reward: float, *, terminated: bool, answer: str | None, outcome: str,
                 notes: dict[str, Any], extra: dict[str, Any], started: float):
         self._done = True
+        self._final_note = _cut_note(notes)  # no human reply follows to carry it
         observation = self._observation()
         info = self._info(simulator_error=None, **notes, **extra)
         info.update(answer=answer, outcome=outcome, score=float(reward),
@@ -196,13 +277,16 @@ class DialogueEnv(gym.Env[str, str]):
         return observation, float(reward), terminated, not terminated, info
 
     def _observation(self) -> str:
-        """The dialogue as text; over ``MAX_OBSERVATION_CHARS``, the task's request and the latest messages."""
-        text = render_dialogue(self.messages)
+        """The instructions and the dialogue as text (and, at the end, a note no reply could carry); over
+        ``MAX_OBSERVATION_CHARS``, the instructions, the task's request and the latest messages."""
+        text = render_dialogue(self.messages, instructions=True)
+        if self._final_note:
+            text += f"\n\n{self._final_note}"
         self._observation_truncated = len(text) > MAX_OBSERVATION_CHARS
         if not self._observation_truncated:
             return text
-        request = render_dialogue(self.messages[1:2])[: MAX_OBSERVATION_CHARS // 2] + "\n\n[...]\n\n"
-        return request + text[len(text) - (MAX_OBSERVATION_CHARS - len(request)):]
+        head = render_dialogue(self.messages[:2], instructions=True)[: MAX_OBSERVATION_CHARS // 2] + "\n\n[...]\n\n"
+        return head + text[len(text) - (MAX_OBSERVATION_CHARS - len(head)):]
 
     def _info(self, simulator_error: str | None, **extra: Any) -> dict[str, Any]:
         assert self.task is not None
