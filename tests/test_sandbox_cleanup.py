@@ -8,13 +8,14 @@ tick of the previous clean-up), each followed by an answer that looks for them.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
 from colbench_gym.execution import Grader, SandboxWarning
+from colbench_gym.execution.sandbox.isolation import sandbox_path
 
 LOOK_SOURCE = """
 import os
@@ -39,11 +40,9 @@ def _look(grader: Grader) -> str:
     """An answer listing what is left: the work directory and IPC objects, and inside bubblewrap
     (where they are the sandbox's own, not the host's) /tmp, /dev/shm and /dev/mqueue."""
     places = ("/tmp", "/dev/shm", "/dev/mqueue") if grader.sandbox_mode == "bwrap" else ()
-    # The sandbox's work directory, and the host folders it shows read-only when they live under /tmp (a checkout
-    # or a virtual environment there): these are there for every answer, not left by one.
-    keep = {"work"} | {Path(p).resolve().parts[2] for p in (Path(__file__).parents[1], sys.prefix)
-                       if Path(p).resolve().parts[1:2] == ("tmp",) and len(Path(p).resolve().parts) > 2}
-    return LOOK_SOURCE.replace("PLACES", repr(places)).replace("KEEP", repr(sorted(keep)))
+    # The sandbox's work directory is there for every answer; nothing else is, wherever the checkout or the
+    # virtual environment lives (under /tmp too: the sandbox's /tmp is its own).
+    return LOOK_SOURCE.replace("PLACES", repr(places)).replace("KEEP", repr(["work"]))
 
 
 EMPTY = "def look():\n    return []\n"
@@ -117,3 +116,29 @@ def test_traces_from_many_answers_in_a_row(single):
     items = [(code, EMPTY, {"t": "look()"}) for code in leavers * 2] + [(_look(single), EMPTY, {"t": "look()"})]
     result = single.grade_many(items)[-1]
     assert result.score == 1.0, result.tests[0].detail
+
+
+def test_an_interpreter_under_tmp_leaves_the_sandbox_tmp_private(tmp_path):
+    """A virtual environment under /tmp (where CI clones often are) is shown elsewhere in the sandbox: its /tmp
+    holds only the work directory, so answers that touch nothing cost no clean-up there either."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    assert str(python).startswith("/tmp/") or not str(tmp_path).startswith("/tmp/")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SandboxWarning)
+        grader = Grader(workers=1, timeout_s=5.0, allow_code_execution=True, python=str(python)).warm_up()
+    with grader:
+        if grader.sandbox_mode != "bwrap":
+            pytest.skip("the private /tmp is bubblewrap's")
+        # The answers run in that environment (seen where the sandbox shows it), not in the base interpreter.
+        expected = f"def where():\n    return {sandbox_path(str(venv))!r}\n"
+        [prefix] = grader.grade_many([("import sys\ndef where():\n    return sys.prefix\n", expected, {"t": "where()"})])
+        assert prefix.score == 1.0, prefix.tests[0].detail
+        look = _look(grader)
+        grader.grade_many([(look, EMPTY, {"t": "look()"})] * 3)
+        before = grader.cpu_breakdown()
+        results = grader.grade_many([(look, EMPTY, {"t": "look()"})] * 10)
+        after = grader.cpu_breakdown()
+    assert all(r.score == 1.0 for r in results), [r.tests[0].detail for r in results]
+    assert after["cleaned"] == before["cleaned"]

@@ -55,6 +55,19 @@ def _python_dirs(python: str) -> list[str]:
     return sorted(d for d in resolved if not any(d != o and _under(d, (o,)) for o in resolved))
 
 
+# Host folders under /tmp that the sandbox needs (a checkout or virtual environment there: CI often puts them there)
+# are shown at the same place under this one, so that the sandbox's /tmp is wholly its own: answers write there, the
+# server empties it, and nothing of the host is in it. A Python installation under /tmp whose files link to absolute
+# paths in another folder under /tmp (a venv whose base interpreter is under /tmp too) does not start there.
+HOST_TMP = "/run/host-tmp"
+
+
+def sandbox_path(path: str) -> str:
+    """Where a host path of the Python installation is seen inside the sandbox: itself, unless under /tmp."""
+    path = os.path.abspath(path)
+    return HOST_TMP + path[len("/tmp"):] if _under(path, ("/tmp",)) else path
+
+
 def _under(path: str, roots: tuple[str, ...]) -> bool:
     return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
@@ -103,13 +116,13 @@ def bwrap_command(bwrap: str, settings: SandboxSettings, python_dirs: list[str])
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
     args += ["--ro-bind", "/etc", "/etc"]
-    # The private /tmp comes before the interpreter's directories: a venv that lives under /tmp
-    # (CI checkouts often do) is then bound on top of it instead of being hidden by it.
+    # The private /tmp: nothing of the host's /tmp is in it (see HOST_TMP).
     args += ["--perms", "0755", "--size", str(settings.tmpfs_mb << 20), "--tmpfs", "/tmp"]
     created: set[str] = {"/tmp"}
     for directory in python_dirs:
+        inside = sandbox_path(directory)
         parents = []
-        parent = os.path.dirname(directory)
+        parent = os.path.dirname(inside)
         while parent not in ("/", ""):
             parents.append(parent)
             parent = os.path.dirname(parent)
@@ -117,14 +130,14 @@ def bwrap_command(bwrap: str, settings: SandboxSettings, python_dirs: list[str])
             if ancestor not in created:
                 created.add(ancestor)
                 args += ["--perms", "0755", "--dir", ancestor]
-        args += ["--ro-bind", directory, directory]
+        args += ["--ro-bind", directory, inside]
     # An installed (non-editable) colbench_gym sits inside the bound site-packages, and its built-in
     # task files hold references and tests: hide it. The server gets its source on the command line.
     package_dir = str(Path(__file__).resolve().parents[2])  # colbench_gym/, above execution/sandbox/
     own_package = [package_dir] if any(_under(package_dir, (d,)) for d in python_dirs) else []
     for hidden in [*settings.hide_paths, *own_package]:
         if os.path.exists(hidden):
-            args += ["--tmpfs", os.path.abspath(hidden)]
+            args += ["--tmpfs", sandbox_path(hidden)]
     # /dev is bubblewrap's own (a few device nodes), read-only; POSIX shared memory and message
     # queues get private, size-limited file systems there, emptied by the server after every child.
     args += ["--dev", "/dev", "--perms", "1777", "--size", str(settings.tmpfs_mb << 20), "--tmpfs", "/dev/shm"]

@@ -26,6 +26,7 @@ from colbench_gym.execution.sandbox.isolation import (
     python_flags,
     resolve_mode,
     sandbox_environment,
+    sandbox_path,
 )
 from colbench_gym.execution.sandbox.jobs import JobPipeline
 from colbench_gym.execution.sandbox.protocol import _MESSAGE, _SERVER_SOURCE, _decode_control
@@ -137,7 +138,8 @@ class SandboxProcess:
         kill_r, kill_w = os.pipe()
         os.set_blocking(kill_w, False)
         config["kill_fd"] = kill_r
-        command = prefix + [self.python, *python_flags(), "-c", source, json.dumps(config)]
+        python = sandbox_path(self.python) if mode == "bwrap" else self.python
+        command = prefix + [python, *python_flags(), "-c", source, json.dumps(config)]
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (kept open for the server's lifetime)
         try:
             self.proc = subprocess.Popen(
