@@ -64,7 +64,7 @@ def make_env(renderer, **kwargs) -> FrontendEnv:
 def test_episode_with_the_offline_human(renderer):
     env = make_env(renderer, tasks="test")
     obs, info = env.reset(options={"task_id": "frontend-signup-form"})
-    assert obs.startswith("Human: Account Sign-up Page") and info["turn"] == 0
+    assert obs.startswith(f"Instructions: {env.instructions}\n\nHuman: Account Sign-up Page") and info["turn"] == 0
     assert "OUTPUT:" in env.unwrapped.instructions and "tailwindcss@2.2.19" in env.unwrapped.instructions
     target = info["privileged"]["ground_truth"]
     assert target.startswith("<html>") and "Create your account" in target
@@ -230,3 +230,80 @@ def test_clip_similarity_in_the_env(renderer, tmp_path):
     env.reset(options={"task_id": "frontend-weather-app"})
     _, reward, *_, info = env.step("I WANT TO ANSWER: <html><body><h1>Weather</h1></body></html>")
     assert 0.0 <= reward < 0.9999 and type(reward) is float
+
+
+# -- long pages and messages -------------------------------------------------------------------------
+
+RED = "<html><body style='margin:0;background:#c00'><p>end</p></body></html>"
+
+
+def padded_red_page(comment_chars: int) -> str:
+    """The red page with an HTML comment inside: it renders like ``RED`` whatever the comment's length."""
+    return f"<html><body style='margin:0;background:#c00'><!--{'x' * comment_chars}--><p>end</p></body></html>"
+
+
+@pytest.mark.browser
+def test_a_page_under_the_limit_is_rendered_whole(renderer):
+    env = make_env(renderer, tasks=[{"problem_description": "A red page.", "ground_truth": RED}],
+                   simulator=ScriptedSimulator("ok"))
+    assert env.max_action_chars == 1_100_000 and env.action_space.max_length == 1_100_000
+    env.reset()
+    page = padded_red_page(990_000)  # 990,076 bytes: a whole page, taken as it is
+    _, reward, terminated, _, info = env.step("I WANT TO ANSWER: " + page)
+    assert terminated and info["render_status"] == "ok" and reward == pytest.approx(1.0, abs=1e-6)
+    assert "action_truncated_from" not in info and info["answer"] == page
+
+
+@pytest.mark.browser
+def test_a_page_over_one_megabyte_is_refused_not_cut(renderer):
+    env = make_env(renderer, tasks=[{"problem_description": "A red page.", "ground_truth": RED}],
+                   simulator=ScriptedSimulator("ok"))
+    env.reset()
+    env.step("OUTPUT: " + RED)  # a good page first: a refused final page must not fall back to it
+    page = padded_red_page(1_050_000)  # 1,050,076 bytes, in a message under the 1,100,000-character limit
+    obs, reward, terminated, _, info = env.step("I WANT TO ANSWER: " + page)
+    assert terminated and reward == 0.0 and info["similarity"] == 0.0 and not info["success"]
+    assert info["render_status"] == "refused" and not info["infra_error"]
+    assert info["final_render"]["error"] == "page is 1050076 bytes, over the 1000000-byte limit: not rendered"
+    assert "action_truncated_from" not in info and "[Your message was cut" not in obs
+
+
+@pytest.mark.browser
+def test_a_message_over_the_limit_is_cut_and_its_page_refused(renderer):
+    env = make_env(renderer, tasks=[{"problem_description": "A red page.", "ground_truth": RED}])
+    env.reset()
+    message = "OUTPUT: " + padded_red_page(1_500_000)  # 1.5 MB: today cut and scored 0.59 with status ok
+    obs, reward, terminated, _, info = env.step(message)
+    assert not terminated and info["render"]["status"] == "refused"
+    assert info["render"]["error"] == ("the page was cut with its message (1,500,084 characters, over the limit "
+                                       "of 1,100,000): not rendered")
+    assert info["action_truncated_from"] == 1_500_084 and info["action_truncated_to"] == 1_100_000
+    reply = info["messages"][-1]["content"]  # the offline human: the note first, then what they saw
+    assert reply.startswith("[Your message was cut: it had 1,500,084 characters, over the limit of 1,100,000; "
+                            "only its first 1,100,000 were kept, the last 400,084 were dropped.]\n\n"
+                            "Your page is too big for me to open.")
+    assert obs.endswith("Human: " + reply) and len(info["messages"][-2]["content"]) == 1_100_000
+    _, reward, terminated, _, info = env.step("I WANT TO ANSWER: the page above")
+    assert terminated and reward == 0.0 and info["render_status"] == "refused"
+
+
+@pytest.mark.browser
+def test_a_page_before_the_cut_is_rendered_and_strict_mode_raises(renderer):
+    rows = [{"problem_description": "A red page.", "ground_truth": RED}]
+    env = make_env(renderer, tasks=rows, simulator=ScriptedSimulator("ok"))
+    env.reset()
+    obs, reward, terminated, _, info = env.step("I WANT TO ANSWER: " + RED + " " + "z" * 1_200_000)
+    assert terminated and info["render_status"] == "ok" and reward == pytest.approx(1.0, abs=1e-6)
+    assert info["action_truncated_from"] == 1_200_000 + len("I WANT TO ANSWER: " + RED + " ")
+    assert obs.endswith("only its first 1,100,000 were kept, the last 100,088 were dropped.]")
+
+    from colbench_gym.envs.dialogue import ActionTooLongError
+
+    strict = make_env(renderer, tasks=rows, simulator=ScriptedSimulator("ok"), long_actions="raise")
+    strict.reset()
+    with pytest.raises(ActionTooLongError, match=r"the action has 1,500,084 characters, over this environment's "
+                                                 r"limit of 1,100,000 \(long_actions='raise'\); nothing was done"):
+        strict.step("OUTPUT: " + padded_red_page(1_500_000))
+    assert strict.turn == 0 and len(strict.messages) == 2 and strict.render_mode is None
+    _, reward, terminated, _, info = strict.step("I WANT TO ANSWER: " + RED)
+    assert terminated and info["turn"] == 1 and reward == pytest.approx(1.0, abs=1e-6)

@@ -88,8 +88,8 @@ class DialogueEnv(gym.Env[str, str]):
         if isinstance(max_turns, bool) or not isinstance(max_turns, numbers.Integral) or max_turns < 1:
             raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}")
         if not isinstance(long_actions, str) or long_actions not in LONG_ACTIONS:
-            raise ValueError(f"long_actions must be one of {LONG_ACTIONS} (what to do with a message over "
-                             f"{self.max_action_chars:,} characters), got {long_actions!r}")
+            raise ValueError(f"long_actions must be one of {LONG_ACTIONS} (what to do with a message over the "
+                             f"environment's limit: cut it and tell the agent, or raise), got {long_actions!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.tasks: list[Task] = resolve_tasks(tasks, self.kind)

@@ -9,10 +9,13 @@ from collections import OrderedDict
 from typing import Any, ClassVar
 
 from colbench_gym.envs.dialogue import DialogueEnv
+from colbench_gym.envs.spaces import UnicodeText
 from colbench_gym.simulators.base import Simulator, SimulatorRequest
 
 TAILWIND_LINK = '<link href="https://cdn.jsdelivr.net/npm/tailwindcss@2.2.19/dist/tailwind.min.css" rel="stylesheet">'
 OUTPUT_MARKER = "OUTPUT:"
+# Room for the words around a page in one message, over the renderer's page limit (1,000,000 bytes by default).
+MESSAGE_CHARS_BEYOND_PAGE = 100_000
 
 FRONTEND_INSTRUCTIONS = """\
 You are a frontend designer working with a human who wants a web page. The human has a specific \
@@ -24,8 +27,21 @@ question, and you may show a page by writing "OUTPUT:" followed by one complete 
 You have at most {max_turns} turns. When you are done, write "{marker}" followed by your final \
 HTML page, and nothing else."""
 
-_HTML_DOC = re.compile(r"(?:<!doctype html[^>]*>\s*)?<html\b.*?(?:</html\s*>|\Z)", re.IGNORECASE | re.DOTALL)
-_BODY = re.compile(r"<body\b.*?(?:</body\s*>|\Z)", re.IGNORECASE | re.DOTALL)
+_HTML_DOC = re.compile(r"(?:<!doctype html[^>]*>\s*)?<html\b.*?(?P<end></html\s*>|\Z)", re.IGNORECASE | re.DOTALL)
+_BODY = re.compile(r"<body\b.*?(?P<end></body\s*>|\Z)", re.IGNORECASE | re.DOTALL)
+
+
+def _find_page(text: str) -> tuple[str | None, bool]:
+    """The page in a message (see :func:`extract_html`) and whether its closing tag was found."""
+    marker = text.find(OUTPUT_MARKER)
+    region = text[marker + len(OUTPUT_MARKER):] if marker >= 0 else text
+    for pattern in (_HTML_DOC, _BODY):
+        match = pattern.search(region)
+        if match:
+            page = match.group(0).strip()
+            # an unclosed page inside a Markdown fence
+            return re.sub(r"\s*```\s*\Z", "", page), bool(match.group("end"))
+    return None, False
 
 
 def extract_html(text: str) -> str | None:
@@ -33,14 +49,7 @@ def extract_html(text: str) -> str | None:
     else the first ``<body>…</body>`` (an unclosed element runs to the end); None if there is none."""
     if not isinstance(text, str):
         return None
-    marker = text.find(OUTPUT_MARKER)
-    region = text[marker + len(OUTPUT_MARKER):] if marker >= 0 else text
-    for pattern in (_HTML_DOC, _BODY):
-        match = pattern.search(region)
-        if match:
-            page = match.group(0).strip()
-            return re.sub(r"\s*```\s*\Z", "", page)  # an unclosed page inside a Markdown fence
-    return None
+    return _find_page(text)[0]
 
 
 class _TargetCache:
@@ -86,18 +95,33 @@ class FrontendEnv(DialogueEnv):
     final page, which is rewarded by its visual similarity to the target.
 
     ## Action Space
-    ``UnicodeText``: the agent's next message, any ``str`` (longer than 32,000 characters: cut and
-    flagged in ``info["action_truncated_from"]``). A message may contain one page: the text after
-    ``OUTPUT:`` when present; in it, the first ``<html>…</html>`` document, else the first
+    ``UnicodeText``: the agent's next message, any ``str``. A message may contain one page: the text
+    after ``OUTPUT:`` when present; in it, the first ``<html>…</html>`` document, else the first
     ``<body>…</body>`` (:func:`extract_html`). A message containing ``I WANT TO ANSWER:`` ends the
     episode; the page after the marker is the final page.
 
+    Long messages and pages, exactly: a page over the renderer's limit (``RenderConfig.max_html_bytes``,
+    1,000,000 UTF-8 bytes by default) is refused, never rendered and never cut: render status
+    ``"refused"`` (the human says the page is too big to open; as the final page it scores 0). A
+    message is taken whole up to ``env.unwrapped.max_action_chars`` characters: that page limit plus
+    100,000 (1,100,000 by default), so a page under the limit is never cut. A longer message is, with
+    ``long_actions="truncate"`` (default), cut to that many characters, and the agent is told: the
+    human's next reply starts with ``[Your message was cut: it had N characters, ...]`` (after a final
+    answer, the last observation ends with it) and ``info`` has ``action_truncated_from`` (N) and
+    ``action_truncated_to``; a page the cut went through is refused (status ``"refused"``), never
+    rendered cut; a page that ended before the cut is rendered. With ``long_actions="raise"`` such a
+    message raises ``ActionTooLongError`` (a ``ValueError``) and the episode is left as it was.
+
     ## Observation Space
-    ``UnicodeText``: the dialogue so far (``"Human: ..."`` / ``"Agent: ..."`` blocks); the same as chat
-    messages with the system instructions first in ``info["messages"]`` (over 1,000,000 characters: the
-    request and the latest part, with ``info["observation_truncated"]``). Screenshots are not part
-    of the observation (``render()`` with ``render_mode="rgb_array"`` returns the agent's last one,
-    or a white viewport before the first page).
+    ``UnicodeText``: everything an agent needs to act, as one text: the instructions (how to show a
+    page, the turn limit, how to answer with ``I WANT TO ANSWER:``) as an ``"Instructions: ..."``
+    block, then the dialogue so far (``"Human: ..."`` / ``"Agent: ..."`` blocks); feeding ``obs``
+    alone to a model each turn is a complete agent loop. The same as chat messages, the instructions
+    as the system message, in ``info["messages"]`` (what the trainers and the TRL and OpenEnv doors
+    use). Over 1,000,000 characters: the instructions, the request and the latest part, with
+    ``info["observation_truncated"]``. Screenshots are not part of the observation (``render()`` with
+    ``render_mode="rgb_array"`` returns the agent's last one, or a white viewport before the first
+    page; ``"ansi"`` the dialogue without the instructions).
 
     ## Rewards
     0 on every turn but the last. On the last: the similarity in [0, 1] between the screenshot of
@@ -110,7 +134,10 @@ class FrontendEnv(DialogueEnv):
 
     ## Starting State
     The human's request (``problem_description``). Tasks are drawn with ``self.np_random``, or chosen
-    with ``options={"task_id": ...}`` or ``options={"task_index": i}``.
+    with ``options={"task_id": str}`` or ``options={"task_index": i}`` (0 <= i < ``len(env.unwrapped.tasks)``).
+    Anything else raises before the environment changes: options that are not a dict or a value of
+    the wrong type (``TypeError``), other keys or both keys (``ValueError``), an index out of range
+    (``IndexError``), an unknown ``task_id`` (``UnknownTaskError``, a ``KeyError``, naming close ids).
 
     ## Episode End
     Terminated when the agent answers; truncated after ``max_turns`` agent messages without one
@@ -130,7 +157,7 @@ class FrontendEnv(DialogueEnv):
     ```python
     gym.make("ColBench-Frontend-v0", tasks="train", simulator=None, max_turns=10, privileged=True,
              similarity="clip", similarity_kwargs=None, renderer=None, render_config=None,
-             render_workers=1, success_threshold=0.95)
+             render_workers=1, success_threshold=0.95, long_actions="truncate")
     ```
     * ``tasks``: built-in split (``"train"``, ``"test"``, ``"all"``), a JSONL path (rows with
       ``problem_description`` and ``ground_truth``), a list of rows, ``"hub:train"``/``"hub:test"``
@@ -146,6 +173,8 @@ class FrontendEnv(DialogueEnv):
     * ``renderer`` / ``render_config`` / ``render_workers``: a :class:`~colbench_gym.rendering.Renderer`,
       else the process-wide renderer shared by all envs with the same ``render_config`` (default
       :class:`RenderConfig`) and ``render_workers`` (browsers; raise it when many envs step in threads).
+    * ``long_actions``: ``"truncate"`` (cut a message over ``max_action_chars`` and tell the agent) or
+      ``"raise"`` (refuse it with ``ActionTooLongError``); see Action Space.
 
     ## Setup
     ``pip install 'colbench-gym[frontend]'`` (add ``[clip]`` for CLIP), a Chromium (``apt-get install
@@ -163,7 +192,7 @@ class FrontendEnv(DialogueEnv):
     def __init__(self, tasks: Any = "train", simulator: Simulator | None = None, max_turns: int = 10,
                  privileged: bool = True, similarity: Any = "clip", similarity_kwargs: dict[str, Any] | None = None,
                  renderer: Any = None, render_config: Any = None, render_workers: int = 1,
-                 success_threshold: float = 0.95, render_mode: str | None = None):
+                 success_threshold: float = 0.95, render_mode: str | None = None, long_actions: str = "truncate"):
         from colbench_gym.rendering import shared_renderer
         from colbench_gym.rewards import make_similarity
 
@@ -172,11 +201,15 @@ class FrontendEnv(DialogueEnv):
 
             tasks = load_websight(tasks.removeprefix("websight:"))
         super().__init__(tasks=tasks, simulator=simulator, max_turns=max_turns, privileged=privileged,
-                         render_mode=render_mode)
+                         render_mode=render_mode, long_actions=long_actions)
         # Built before the first episode so that a missing browser, stylesheet or CLIP model is
         # reported now, with its set-up command, and never turns into silent zero rewards.
         self.similarity = make_similarity(similarity, **(similarity_kwargs or {}))
         self.renderer = renderer if renderer is not None else shared_renderer(render_config, render_workers)
+        # A message may carry a whole page of the renderer's largest size, and some words around it.
+        page_limit = getattr(getattr(self.renderer, "config", None), "max_html_bytes", 1_000_000)
+        self.max_action_chars = int(page_limit) + MESSAGE_CHARS_BEYOND_PAGE
+        self.action_space = UnicodeText(self.max_action_chars)
         # What pickle and deepcopy rebuild instead of copying (browser processes, a model), when built here.
         self._rebuild = ((similarity, similarity_kwargs or {}, render_config, render_workers)
                          if isinstance(similarity, str) and renderer is None else None)
@@ -207,9 +240,10 @@ class FrontendEnv(DialogueEnv):
         return OfflineFrontendSimulator()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        result = super().reset(seed=seed, options=options)  # bad options raise with the last episode intact
         self._last_page = None
         self._turn_page = None
-        return super().reset(seed=seed, options=options)
+        return result
 
     def target_render(self):
         """The current task's target page, rendered once per process (LRU cache)."""
@@ -218,11 +252,19 @@ class FrontendEnv(DialogueEnv):
         return _TARGETS.get(key, lambda: self.renderer.render(html))
 
     def _show(self, text: str) -> dict[str, Any]:
-        html = extract_html(text)
+        html, closed = _find_page(text)
         self._turn_page = None
         if html is None:
             return {"render": None}
-        result = self.renderer.render(html)
+        if self._step_truncated_from is not None and not closed:
+            # The page ran into the cut: what is left is not the agent's page, so it is not scored.
+            from colbench_gym.rendering import RenderResult
+
+            result = RenderResult("refused", error=(
+                f"the page was cut with its message ({self._step_truncated_from:,} characters, over the limit of "
+                f"{self.max_action_chars:,}): not rendered"))
+        else:
+            result = self.renderer.render(html)
         self._turn_page = self._last_page = (html, result)
         return {"render": result.summary()}
 
