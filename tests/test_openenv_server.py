@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
 import threading
-import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -17,7 +12,7 @@ import pytest
 pytest.importorskip("openenv")
 pytest.importorskip("uvicorn")
 
-from conftest import REPO_ROOT
+from helpers_openenv_server import http, running_server
 
 from colbench_gym.envs.dialogue import ANSWER_MARKER
 from colbench_gym.tasks import resolve_tasks
@@ -26,54 +21,23 @@ MAX_TURNS = 3
 SESSIONS = 8
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _get(url: str):
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.loads(response.read())
+    status, body = http("GET", url)
+    assert status == 200, body
+    return body
 
 
 def _post(url: str, body: dict):
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
+    status, answer = http("POST", url, body)
+    assert status == 200, answer
+    return answer
 
 
 @pytest.fixture(scope="module")
 def server():
-    port = _free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "colbench_gym.openenv", "--env", "ColBench-Backend-v0", "--tasks", "train",
-         "--max-turns", str(MAX_TURNS), "--max-sessions", "16", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    try:
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the server exited: {process.stdout.read()[-3000:]}")
-            try:
-                if _get(f"{url}/health")["status"] == "healthy":
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("the server did not start within 180 s")
-            time.sleep(0.5)
+    with running_server("--env", "ColBench-Backend-v0", "--tasks", "train", "--max-turns", str(MAX_TURNS),
+                        "--max-sessions", "16") as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

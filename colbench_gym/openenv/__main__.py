@@ -3,37 +3,81 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 from pathlib import Path
+from typing import Any
 
 from colbench_gym._optional import require
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's default in ``--help``; options without a fixed default say in words what happens."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or isinstance(action.default, bool):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive, finite number of seconds, got {text}")
+    return value
+
+
+def backend_default(name: str) -> Any:
+    """A ``BackendEnv`` argument's default (None if it has none), so that ``--help`` shows the env's own."""
+    from colbench_gym.envs.backend import BackendEnv
+
+    parameter = inspect.signature(BackendEnv.__init__).parameters.get(name)
+    return None if parameter is None else parameter.default
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m colbench_gym.openenv", description=__doc__)
-    parser.add_argument("--env", default="ColBench-Backend-v0", choices=("ColBench-Backend-v0", "ColBench-Frontend-v0"))
+    parser = argparse.ArgumentParser(prog="python -m colbench_gym.openenv", description=__doc__,
+                                     formatter_class=_HelpFormatter)
+    parser.add_argument("--env", default="ColBench-Backend-v0", choices=("ColBench-Backend-v0", "ColBench-Frontend-v0"),
+                        help="the environment every session plays")
     parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to accept other machines (put it behind a "
                                                             "firewall or a proxy: the server has no authentication)")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=8000, help="the HTTP and WebSocket port")
     parser.add_argument("--tasks", default="train",
                         help="train, test, all, a JSONL file, hub:<split>, procedural:<...>, websight:<split>")
     parser.add_argument("--split", default=None, help="the name of the served tasks in OpenEnv's Task API "
                                                       "(default: --tasks, or the file's stem)")
-    parser.add_argument("--max-turns", type=int, default=10)
+    parser.add_argument("--max-turns", type=int, default=10, help="agent messages per episode, the answer included")
     parser.add_argument("--max-sessions", type=int, default=64, help="concurrent WebSocket sessions")
+    budget = backend_default("answer_budget_s")
+    parser.add_argument("--answer-budget-s", type=_positive_seconds, default=None,
+                        help="backend: seconds of grading one answer may use over all its tests (wall and CPU); "
+                             "the tests left when it is spent fail (default: the environment's own"
+                             + (f", {budget:g} s)" if isinstance(budget, (int, float)) else ")"))
     parser.add_argument("--allow-privileged", action="store_true",
-                        help="let reset(privileged=True) send training-time information (for critics)")
-    parser.add_argument("--similarity", default=None, help="frontend: clip (default) or ssim")
-    parser.add_argument("--render-workers", type=int, default=None, help="frontend: browser processes")
+                        help="let reset(privileged=True) send training-time information (for critics) "
+                             "(default: off)")
+    parser.add_argument("--similarity", default=None, help="frontend: clip or ssim (default: clip)")
+    parser.add_argument("--render-workers", type=int, default=None,
+                        help="frontend: browser processes (default: the renderer's own)")
     parser.add_argument("--simulator-base-url", default=None,
                         help="an OpenAI-compatible endpoint for the simulated human (default: the offline one)")
-    parser.add_argument("--simulator-model", default=None)
-    parser.add_argument("--log-level", default="warning")
-    return parser.parse_args(argv)
+    parser.add_argument("--simulator-model", default=None,
+                        help="the model name at --simulator-base-url (needed with it)")
+    parser.add_argument("--log-level", default="warning", help="uvicorn's log level")
+    args = parser.parse_args(argv)
+    if args.answer_budget_s is not None and args.env != "ColBench-Backend-v0":
+        parser.error("--answer-budget-s is for ColBench-Backend-v0 (it bounds the grading of code answers)")
+    return args
 
 
 def make_kwargs(args: argparse.Namespace) -> dict:
     kwargs: dict = {"tasks": args.tasks, "max_turns": args.max_turns}
+    if args.answer_budget_s is not None:
+        kwargs["answer_budget_s"] = args.answer_budget_s
     if args.env == "ColBench-Frontend-v0":
         if args.similarity:
             kwargs["similarity"] = args.similarity

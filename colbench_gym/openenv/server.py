@@ -16,7 +16,13 @@ Unsloth)::
 Each WebSocket session (``/ws``) owns one environment, so one server plays many episodes at once (``--max-sessions``;
 the grader's sandbox pool and the browser pool are shared by the sessions of the process). The plain HTTP routes
 ``/reset`` and ``/step`` are stateless in OpenEnv (a fresh environment per request): use them to look, the
-WebSocket client to play.
+WebSocket client to play. Over plain HTTP, ``POST /reset`` shows a task's first observation; ``POST /step`` always
+answers 409 with why (there is no episode in a fresh environment) and what to use instead.
+
+Bad requests are answered with a 4xx status and the reason in the body (``{"detail": "..."}``), over HTTP as over
+the WebSocket (there as an error message): 422 for arguments the server cannot use (an unknown field, a value of the
+wrong type, an unknown ``task_id``, a ``task_index`` out of range, another split), 403 for ``privileged=True`` on a
+server started without ``--allow-privileged``, 409 for a step with no episode to step.
 
 The action is ``{"message": str}``, the agent's next message (ColBench's protocol: ``I WANT TO ANSWER:`` ends the
 episode). The observation has the dialogue (``text``, ``messages``), the human's latest ``reply``, ``turn``,
@@ -45,6 +51,42 @@ PUBLIC_INFO = ("task_id", "turn", "simulator_error", "outcome", "score", "succes
                "similarity", "similarity_metric", "similarity_config", "infra_error", "final_render",
                "scoring_seconds")
 PRIVILEGED_INFO = ("privileged", "tests")
+
+
+class RequestError(Exception):
+    """A request the server refuses because of what the client sent; ``status_code`` is its HTTP status."""
+
+    status_code = 400
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidRequestError(RequestError, ValueError):
+    """Reset or Task API arguments the server cannot use (unknown, of the wrong type, out of range)."""
+
+    status_code = 422
+
+
+class PrivilegedRefusedError(RequestError, PermissionError):
+    """``privileged=True`` on a server started without ``--allow-privileged``."""
+
+    status_code = 403
+
+
+class NoEpisodeError(RequestError, RuntimeError):
+    """A step with no episode to step: never reset (always so over plain HTTP), or already over."""
+
+    status_code = 409
+
+
+HTTP_STEP_IS_STATELESS = (
+    "no episode to step: this environment was never reset. Over plain HTTP this is always so: OpenEnv's POST /step "
+    "runs each request on a fresh environment (stateless), so the episode a POST /reset started is gone by the next "
+    "request, and a ColBench episode is a dialogue that needs its past turns. Play over the WebSocket session "
+    "instead (/ws; in Python: GenericEnvClient(base_url=...).sync(), then reset() and step() on it), which keeps one "
+    "environment per connection. Over the WebSocket, send reset before step.")
+EPISODE_OVER = "the episode is over: reset first to start another"
 
 
 def _openenv():
@@ -159,35 +201,58 @@ def environment_class():
             self._steps = 0
             self._privileged = False
             self._done = True
+            self._started = False
 
         # -- OpenEnv API ----------------------------------------------------------------------------------
         def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None,
                   task_index: int | None = None, split: str | None = None, index: int | None = None,
                   privileged: bool = False, **kwargs: Any) -> Observation:
             if kwargs:
-                raise ValueError(f"unknown reset arguments {sorted(kwargs)}; ColBench takes seed, episode_id, "
-                                 "task_id, task_index, split/index and privileged")
+                raise InvalidRequestError(
+                    f"unknown reset arguments {sorted(kwargs)}; ColBench takes seed, episode_id, task_id, task_index, "
+                    "split/index and privileged")
+            _check_type("seed", seed, int, "a non-negative int")
+            if seed is not None and seed < 0:
+                raise InvalidRequestError(f"seed must be a non-negative int, got {seed}")
+            _check_type("episode_id", episode_id, str, "a str")
+            _check_type("split", split, str, "a str")
+            _check_type("privileged", privileged, bool, "true or false")
+            _check_type("task_id", task_id, str, "a str (a task's id)")
+            _check_type("task_index", task_index, int, "an int")
+            _check_type("index", index, int, "an int")
             if privileged and not self.config.allow_privileged:
-                raise PermissionError("this server keeps training-time information to itself; start it with "
-                                      "--allow-privileged to serve it")
+                raise PrivilegedRefusedError("this server keeps training-time information to itself; start it "
+                                             "with --allow-privileged to serve it")
             if split is not None and split != self.config.split:
-                raise ValueError(f"this server serves the split {self.config.split!r}, not {split!r}")
+                raise InvalidRequestError(f"this server serves the split {self.config.split!r}, not {split!r}")
+            chosen = {name: value for name, value in (("task_id", task_id), ("task_index", task_index),
+                                                      ("index", index)) if value is not None}
+            if len(chosen) > 1:
+                raise InvalidRequestError(f"give one of task_id, task_index and index, not {sorted(chosen)}")
             options: dict[str, Any] = {}
             if task_id is not None:
-                options["task_id"] = str(task_id)
-            elif task_index is not None or index is not None:
-                options["task_index"] = int(task_index if task_index is not None else index)
+                options["task_id"] = task_id
+            elif chosen:
+                options["task_index"] = next(iter(chosen.values()))  # the env checks its range
             try:
                 _, info = self.env.reset(seed=seed, options=options)
-            except KeyError as err:
-                raise ValueError(f"unknown task_id {task_id!r}") from err
+            except (TypeError, ValueError, LookupError) as err:
+                # The env checks the options before it changes anything (an unknown task_id, an index out of
+                # range): the client's mistake, in the env's words, plus where an HTTP client finds the tasks.
+                message = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+                if isinstance(err, LookupError):
+                    message += (f" (this server's tasks: POST /{self.config.env_id.lower()}/tasks "
+                                f"{{\"split\": \"{self.config.split}\"}})")
+                raise InvalidRequestError(message) from err
             self._episode_id, self._steps = episode_id, 0
-            self._privileged, self._done = bool(privileged), False
+            self._privileged, self._done, self._started = bool(privileged), False, True
             return self._observation(info, reward=None, done=False, reply=info["messages"][-1]["content"])
 
         def step(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
+            if not self._started:
+                raise NoEpisodeError(HTTP_STEP_IS_STATELESS)
             if self._done:
-                raise RuntimeError("the episode is over (or was never started): reset first")
+                raise NoEpisodeError(EPISODE_OVER)
             _, reward, terminated, truncated, info = self.env.step(action.message)
             self._steps += 1
             done = bool(terminated or truncated)
@@ -225,8 +290,9 @@ def environment_class():
 
         def get_task(self, split: str, index: int) -> dict[str, Any]:
             tasks = self._tasks(split)
-            if not 0 <= index < len(tasks):
-                raise IndexError(f"task index {index} out of range for {len(tasks)} tasks")
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(tasks):
+                raise InvalidRequestError(f"task index {index!r} is out of range: split {split!r} has "
+                                          f"{len(tasks)} tasks (index 0 to {len(tasks) - 1})")
             return self._spec(index, tasks[index])
 
         def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[Any]:
@@ -237,7 +303,7 @@ def environment_class():
         # -- internals ------------------------------------------------------------------------------------
         def _tasks(self, split: str) -> list[Any]:
             if split != self.config.split:
-                raise ValueError(f"unknown split {split!r}; this server serves {self.config.split!r}")
+                raise InvalidRequestError(f"unknown split {split!r}; this server serves {self.config.split!r}")
             return list(self.env.unwrapped.tasks)
 
         @staticmethod
@@ -262,6 +328,21 @@ def environment_class():
             return Observation(**fields)
 
     return ColBenchEnvironment
+
+
+def _check_type(name: str, value: Any, kind: type, described: str) -> None:
+    """A JSON value of the wrong type is the client's mistake (``true`` is not an int, ``"3"`` not an index)."""
+    if value is None:
+        return
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise InvalidRequestError(f"{name} must be {described}, got {type(value).__name__} {value!r}")
+
+
+def _refusal(request: Any, error: RequestError) -> Any:
+    """The HTTP answer to a refused request: its status and the reason, in FastAPI's error shape."""
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse(status_code=error.status_code, content={"detail": str(error)})
 
 
 def render_text(messages: list[Mapping[str, str]]) -> str:
@@ -294,5 +375,9 @@ def create_colbench_app(env_id: str = "ColBench-Backend-v0", *, max_sessions: in
         config.make_kwargs["similarity"] = make_similarity(make_kwargs.get("similarity", "clip"),
                                                            **(make_kwargs.pop("similarity_kwargs", None) or {}))
     config.make_env().close()  # resolve the tasks (and fail now, not in the first session)
-    return create_app(functools.partial(cls, config), Action, Observation, env_name=env_id.lower(),
-                      max_concurrent_envs=max_sessions, state_cls=State)
+    app = create_app(functools.partial(cls, config), Action, Observation, env_name=env_id.lower(),
+                     max_concurrent_envs=max_sessions, state_cls=State)
+    # OpenEnv turns any exception of an HTTP route into a bare 500 (the message only in the log); the client's
+    # mistakes get their status and message instead. (The WebSocket route sends every message already.)
+    app.add_exception_handler(RequestError, _refusal)
+    return app
