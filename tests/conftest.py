@@ -9,6 +9,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Graders keep reference outputs on disk across processes: off in the suite, so that no test reads what another run
+# (or the user's own work) left in ~/.cache; the tests of that cache point it at their tmp_path.
+os.environ["COLBENCH_REFERENCE_CACHE"] = "off"
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 COLBENCH_DATA = Path(os.environ.get("COLBENCH_DATA", REPO_ROOT.parent / "shared" / "colbench-data"))

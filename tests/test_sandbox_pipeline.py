@@ -8,6 +8,7 @@ itself change nothing.
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -33,8 +34,9 @@ SIGNALS = (
 
 @pytest.fixture(scope="module")
 def single():
-    # One worker: every answer goes through the same server, two in flight at a time.
-    with Grader(workers=1, timeout_s=1.0, allow_code_execution=True) as grader:
+    # One worker: every answer goes through the same server, two in flight at a time. No answer budget:
+    # these are about each test's own limit (the budget's pipeline: test_grading_budget.py).
+    with Grader(workers=1, timeout_s=1.0, allow_code_execution=True, answer_budget_s=math.inf) as grader:
         grader.warm_up()
         yield grader
 

@@ -87,6 +87,9 @@ class BackendEnv(DialogueEnv):
       resource limits) and therefore opts in by default; pass ``False`` to refuse (an answer then raises
       ``CodeExecutionDisabled`` and leaves the episode as it was before that step).
     * ``grader``: a :class:`colbench_gym.execution.Grader`; default: a shared warm pool.
+    * ``answer_budget_s``: wall-clock and CPU seconds an answer's tests may take in all (default: the grader's: one
+      test's timeout, 2 s); the rest then fail as ``timeout``; ``info["grader"]`` has ``budget_s``, ``spent_s``,
+      ``out_of_budget``, ``tests_cut``.
     * ``long_actions``: ``"truncate"`` (cut a message over 32,000 characters and tell the agent) or
       ``"raise"`` (refuse it with ``ActionTooLongError``); see Action Space.
 
@@ -99,7 +102,13 @@ class BackendEnv(DialogueEnv):
 
     def __init__(self, tasks: Any = "train", simulator: Simulator | None = None, max_turns: int = 10,
                  privileged: bool = True, allow_code_execution: bool = True, grader: Any = None,
-                 render_mode: str | None = None, long_actions: str = "truncate"):
+                 render_mode: str | None = None, long_actions: str = "truncate",
+                 answer_budget_s: float | None = None):
+        if answer_budget_s is not None:
+            from colbench_gym.execution.grader import _check_budget
+
+            answer_budget_s = _check_budget(answer_budget_s, "answer_budget_s")
+        self.answer_budget_s = answer_budget_s
         super().__init__(tasks=tasks, simulator=simulator, max_turns=max_turns, privileged=privileged,
                          render_mode=render_mode, long_actions=long_actions)
         self.allow_code_execution = allow_code_execution
@@ -128,11 +137,13 @@ class BackendEnv(DialogueEnv):
         if not code.strip():
             return 0.0, _not_graded("empty_answer")
         task = self.task
-        result = self.grader.grade(code, task.ground_truth, task.test_cases)
+        budget = {} if self.answer_budget_s is None else {"budget_s": self.answer_budget_s}
+        result = self.grader.grade(code, task.ground_truth, task.test_cases, **budget)
         return result.score, {
             "success": result.success,
             "tests": [test.to_dict() for test in result.tests],
-            "grader": {"status_counts": result.status_counts(), "infra_error": result.infra_error},
+            "grader": {"status_counts": result.status_counts(), "infra_error": result.infra_error,
+                       **result.budget_info()},
         }
 
 

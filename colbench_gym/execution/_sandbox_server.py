@@ -32,9 +32,10 @@ The server makes itself non-dumpable (``PR_SET_DUMPABLE`` 0) before anything els
 often share its user id, and without that they could open ``/proc/<server>/mem`` (or ptrace it) and
 rewrite the server -- hence every later child, references included. Children inherit the flag.
 
-The payload is an 8-byte length, then ``marshal.dumps((nonce, [(code, [call, ...]), ...]))`` (made by
-the grader, read by the child only; ``marshal`` costs the child far fewer allocations than JSON): an answer is one
-unit; a batch of references is several, run one after the other in fresh namespaces. The code and
+The payload is an 8-byte length, then ``marshal.dumps((nonce, [(code, [call, ...]), ...], cpu_budget))``
+(made by the grader, read by the child only; ``marshal`` costs the child far fewer allocations than JSON): an answer
+is one unit; a batch of references is several, run one after the other in fresh namespaces. ``cpu_budget`` is what
+is left of an answer's grading budget in whole seconds (0: none); the child's ``RLIMIT_CPU`` is then at most that. The code and
 the calls are source text, or code objects the grader compiled from it when its interpreter's
 bytecode is the sandbox's (the hello says which): compiling, and above all the memory the compiler
 touches, then costs the child nothing.
@@ -379,10 +380,12 @@ def _child(cfg, fds, null_fd):
                 if os.getppid() != _SERVER_PID:
                     _exit(73)
         os.chdir(cfg["workdir"])
-        nonce, units = marshal.loads(memoryview(chunks[0] if len(chunks) == 1 else b"".join(chunks))[8:size])
+        nonce, units, cpu_budget = marshal.loads(memoryview(chunks[0] if len(chunks) == 1 else b"".join(chunks))[8:size])
         for which, value in _LIMITS:  # the child's own; the rest are the server's, inherited
             resource.setrlimit(which, (value, value))
         cpu = int(_CPU_PER_TEST_S * sum(len(tests) + 1 for _, tests in units)) + 1
+        if cpu_budget:  # what is left of the answer's CPU budget (whole seconds, at least 1)
+            cpu = min(cpu, cpu_budget)
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         if _RANDOM is not None:  # imported in the server: it re-seeds itself from urandom after fork
             _RANDOM.seed(0)
@@ -919,6 +922,7 @@ class _Server:
             "dumpable": _DUMPABLE,
             "private_ipc": _PRIVATE_IPC,
             "python": sys.version.split()[0],
+            "version": sys.version,  # the build too: part of the reference cache's key
             # The grader compiles code for us when its bytecode is ours (see SandboxProcess._send).
             "magic": importlib._bootstrap_external.MAGIC_NUMBER.hex(),
         }

@@ -18,7 +18,14 @@ Reference outputs are computed in sandboxed children of their own (task files ar
 reference per child by default, so that nothing one reference does to its process (``random``'s
 state, ``decimal``'s context, a patched module) can change another's output; they are cached per
 ``(reference, ordered test calls)`` -- the calls share one namespace, as in ColBench, so an output
-may depend on the calls before it. Answers never run in the same process as a reference.
+may depend on the calls before it -- in memory and on disk (:mod:`colbench_gym.execution.reference_cache`),
+so that a restarted run never runs a reference again. Answers never run in the same process as a
+reference.
+
+Each answer has a grading budget over all its tests (wall-clock time and CPU time, by default the
+per-test timeout): an answer that loops costs about one test's timeout, not one per test. Once it
+is spent, the test running stops and the remaining ones fail as ``timeout`` without running; the
+result says so (``GradeResult.out_of_budget``, ``tests_cut``).
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ import concurrent.futures
 import dataclasses
 import functools
 import hashlib
+import json
+import math
 import os
 import queue
 import threading
@@ -39,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from colbench_gym.execution.codec import short_repr, values_equal
+from colbench_gym.execution.reference_cache import ReferenceDiskCache, default_folder
 from colbench_gym.execution.results import GradeResult, TestResult, TestStatus
 from colbench_gym.execution.sandbox import (
     STOP,
@@ -48,6 +58,7 @@ from colbench_gym.execution.sandbox import (
     SandboxSettings,
     _Stop,
 )
+from colbench_gym.execution.sandbox.protocol import _SERVER_SOURCE
 
 ALLOW_ENV_VAR = "COLBENCH_ALLOW_CODE_EXECUTION"
 MAX_CODE_BYTES = 1 << 20
@@ -72,10 +83,12 @@ def execution_allowed(flag: bool) -> bool:
 
 @dataclass
 class _Job:
-    """Units ``(code, calls)`` for one child; the future gets a list of RunReport, one per unit."""
+    """Units ``(code, calls)`` for one child; the future gets a list of RunReport, one per unit.
+    ``budget_s``: the wall-clock and CPU time all of them may take together (None: no limit)."""
 
     units: list[tuple[str, list[str]]]
     future: concurrent.futures.Future
+    budget_s: float | None = None
 
 
 def _failed(units: list[tuple[str, list[str]]], detail: str) -> list[RunReport]:
@@ -129,7 +142,7 @@ class _Pool:
             self.ready.notify_all()
         queue_get = self.queue.get
 
-        def source(block: bool) -> tuple[_Job, list[tuple[str, list[str]]]] | None | _Stop:
+        def source(block: bool) -> tuple[_Job, list[tuple[str, list[str]]], float | None] | None | _Stop:
             """The next job, if any (waiting for one when asked to block); STOP at close."""
             while True:
                 try:
@@ -139,7 +152,7 @@ class _Pool:
                 if job is None:
                     return STOP
                 if job.future.set_running_or_notify_cancel():
-                    return job, job.units
+                    return job, job.units, job.budget_s
 
         try:
             # One loop per worker keeps its server fed: the next job is taken and sent while a
@@ -148,7 +161,7 @@ class _Pool:
         finally:
             sandbox.stop()
 
-    def submit(self, units: list[tuple[str, list[str]]]) -> concurrent.futures.Future:
+    def submit(self, units: list[tuple[str, list[str]]], budget_s: float | None = None) -> concurrent.futures.Future:
         """Queue units for one child; the future's result is one RunReport per unit."""
         future: concurrent.futures.Future = concurrent.futures.Future()
         if not any(calls for _, calls in units):
@@ -156,8 +169,18 @@ class _Pool:
         elif self.closed:
             future.set_result(_failed(units, "grader is closed"))
         else:
-            self.queue.put(_Job(units, future))
+            self.queue.put(_Job(units, future, budget_s))
         return future
+
+    def sandbox_identity(self, timeout: float = 120.0) -> tuple[dict[str, Any], str | None] | None:
+        """The hello and mode of a started fork server (waiting for one); None if none could start."""
+
+        def started() -> tuple[dict[str, Any], str | None] | None:
+            return next(((sandbox.hello, sandbox.mode) for sandbox in self.sandboxes if sandbox.hello), None)
+
+        with self.ready:
+            self.ready.wait_for(lambda: started() is not None or self.ready_count >= self.workers, timeout=timeout)
+        return started()
 
     def close(self) -> None:
         with self.lock:
@@ -200,13 +223,30 @@ class Grader:
 
     Args:
         workers: number of sandboxes running at once (default: ``os.cpu_count()``).
-        timeout_s: wall-clock budget of each test call, and of defining the answer.
+        timeout_s: wall-clock limit of each test call, and of defining the answer.
         memory_mb: address-space limit of each sandboxed process.
+        answer_budget_s: the grading budget of each answer, over all its tests and the definition
+            of its code: its processes may run this much wall-clock time in all (time spent queueing
+            behind other answers does not count) and use this much CPU time (enforced by
+            ``RLIMIT_CPU``, to the second; extra processes an answer starts are bounded by the
+            wall clock, as the whole sandboxed process tree is killed). Once it is spent, the test
+            running stops and every remaining test fails as ``timeout`` without running, with a
+            detail that says so. Default: ``timeout_s``, so that an answer that loops costs about one
+            test's timeout, not one per test; an answer whose tests take longer than that in all is
+            cut as well. ``math.inf`` turns it off (each test then has only its own limit). Each call
+            of :meth:`grade` / :meth:`grade_many` may set its own (``budget_s``), so one grader
+            serves callers with different budgets. References have no budget.
         allow_code_execution: opt-in to run model-generated code (like HF ``evaluate``'s
             ``code_eval``); without it, or ``COLBENCH_ALLOW_CODE_EXECUTION=1``, grading raises
             :class:`CodeExecutionDisabled`.
         sandbox: ``"auto"``, ``"bwrap"`` or ``"none"`` (see :class:`SandboxSettings`).
-        reference_cache_size: reference runs kept, per ``(reference, ordered test calls)``.
+        reference_cache_size: reference runs kept in memory, per ``(reference, ordered test calls)``.
+        reference_disk_cache: where reference outputs are also kept on disk, content-addressed
+            (see :mod:`colbench_gym.execution.reference_cache`), so that a new grader -- in a
+            restarted run, another process -- never runs a reference again: ``True`` (default)
+            for ``$COLBENCH_REFERENCE_CACHE`` (``0`` turns it off), else
+            ``$COLBENCH_CACHE/references``, else ``~/.cache/colbench/references``; a folder; or
+            ``False`` for memory only.
         reference_batch_size: most references run in one child. The default, ``1``, gives every
             reference a process of its own (a fork of a warm server: about a millisecond each, paid
             once per reference thanks to the cache). Larger batches save those forks, but the
@@ -230,7 +270,9 @@ class Grader:
         allow_code_execution: bool = False,
         *,
         sandbox: str = "auto",
+        answer_budget_s: float | None = None,
         reference_cache_size: int = 100_000,
+        reference_disk_cache: bool | str | os.PathLike = True,
         reference_batch_size: int = 1,
         **limits: Any,
     ) -> None:
@@ -241,7 +283,17 @@ class Grader:
         self.workers = int(workers)
         self.allow_code_execution = bool(allow_code_execution)
         self.settings = SandboxSettings(timeout_s=float(timeout_s), memory_mb=int(memory_mb), sandbox=sandbox, **limits)
+        self.answer_budget_s = _check_budget(self.settings.timeout_s if answer_budget_s is None else answer_budget_s,
+                                             "answer_budget_s")
         self.reference_cache_size = int(reference_cache_size)
+        if reference_disk_cache is True:
+            folder = default_folder()
+        elif reference_disk_cache is False or reference_disk_cache is None:
+            folder = None
+        else:
+            folder = os.fspath(reference_disk_cache)
+        self.reference_disk_cache = ReferenceDiskCache(folder) if folder is not None else None
+        self._disk_environment: str | None = None  # what a reference's outputs depend on, besides itself
         if int(reference_batch_size) < 1:
             raise ValueError(f"reference_batch_size must be at least 1, got {reference_batch_size!r}")
         self.reference_batch_size = int(reference_batch_size)
@@ -317,8 +369,11 @@ class Grader:
         settings = dataclasses.asdict(self.settings)
         timeout_s, memory_mb = settings.pop("timeout_s"), settings.pop("memory_mb")
         settings["hide_paths"], settings["preload"] = tuple(settings["hide_paths"]), tuple(settings["preload"])
+        disk = self.reference_disk_cache
         options = {
+            "answer_budget_s": self.answer_budget_s,
             "reference_cache_size": self.reference_cache_size,
+            "reference_disk_cache": str(disk.folder) if disk is not None else False,
             "reference_batch_size": self.reference_batch_size,
             **settings,
         }
@@ -335,26 +390,36 @@ class Grader:
             raise CodeExecutionDisabled(_DISABLED_MESSAGE)
 
     # -- grading -----------------------------------------------------------------------------
-    def grade(self, candidate_code: str, reference_code: str, test_calls: Mapping[str, str]) -> GradeResult:
-        """Grade one answer. Never raises for a bad answer; raises for bad arguments."""
-        return self.grade_many([(candidate_code, reference_code, test_calls)])[0]
+    def grade(self, candidate_code: str, reference_code: str, test_calls: Mapping[str, str], *,
+              budget_s: float | None = None) -> GradeResult:
+        """Grade one answer. Never raises for a bad answer; raises for bad arguments.
 
-    def grade_many(self, items: Iterable[tuple[str, str, Mapping[str, str]]]) -> list[GradeResult]:
-        """Grade many answers concurrently over all workers; results in input order."""
+        ``budget_s``: this answer's grading budget (default: the grader's ``answer_budget_s``).
+        """
+        return self.grade_many([(candidate_code, reference_code, test_calls)], budget_s=budget_s)[0]
+
+    def grade_many(self, items: Iterable[tuple[str, str, Mapping[str, str]]], *,
+                   budget_s: float | None = None) -> list[GradeResult]:
+        """Grade many answers concurrently over all workers; results in input order.
+
+        ``budget_s``: the grading budget of each answer (default: the grader's ``answer_budget_s``).
+        """
         self._check_allowed()
+        budget = self.answer_budget_s if budget_s is None else _check_budget(budget_s, "budget_s")
         prepared = [self._prepare(item, index) for index, item in enumerate(items)]
         if not prepared:
             return []
         pool = self._get_pool()
         reference_slots = self._schedule_references(pool, prepared)
+        job_budget = None if math.isinf(budget) else budget
         candidate_futures = [
-            pool.submit([(p.candidate, list(p.reference_run_key[1]))]) if not p.error else None
+            pool.submit([(p.candidate, list(p.reference_run_key[1]))], job_budget) if not p.error else None
             for p in prepared
         ]
         results = []
         for index, p in enumerate(prepared):
             future = candidate_futures[index]
-            report = future.result()[0] if future is not None else RunReport([])
+            report = future.result()[0] if future is not None else RunReport([], budget_s=job_budget)
             valid_references = iter(self._reference_outcomes(reference_slots, p))
             references = [next(valid_references) if ok else None for ok in p.valid]
             results.append(self._assemble(p, references, report))
@@ -393,14 +458,64 @@ class Grader:
         before it (a reference with state gives 1, 2, 3 for three identical calls). Missing
         references are run in batches of ``reference_batch_size`` (one child per batch, a fresh
         namespace per reference; one reference per child by default), spread over the workers.
+        Before a reference is run, the disk cache is asked (outside the lock: reading and decoding
+        an entry takes a while); a run it answers is never started.
         """
         slots: dict[tuple[str, tuple[str, ...]], Any] = {}
-        missing: list[tuple[tuple[str, tuple[str, ...]], str]] = []
+        missing = self._find_references(prepared, slots)
+        disk = self.reference_disk_cache
+        environment = self._environment(pool) if missing and disk is not None else None
+        disk_keys: dict[tuple[str, tuple[str, ...]], str] = {}
+        if environment is not None:
+            assert disk is not None
+            found: dict[tuple[str, tuple[str, ...]], list[Outcome]] = {}
+            for key, reference in missing.items():
+                disk_keys[key] = disk.key(environment, reference, key[1])
+                outcomes = disk.load(disk_keys[key], len(key[1]))
+                if outcomes is not None:
+                    found[key] = outcomes
+            if found:
+                with self._cache_lock:
+                    for key, outcomes in found.items():
+                        self._remember(key, outcomes)
+                        slots[key] = outcomes
+                missing = {key: reference for key, reference in missing.items() if key not in found}
+        if not missing:
+            return slots
         with self._cache_lock:
+            # Another thread may have found or started one of them meanwhile.
+            missing = self._find_references([], slots, missing)
+            if not missing:
+                return slots
+            batches = list(missing.items())
+            size = max(1, min(self.reference_batch_size, -(-len(batches) // pool.workers)))
+            for begin in range(0, len(batches), size):
+                batch = batches[begin : begin + size]
+                future = pool.submit([(reference, list(key[1])) for key, reference in batch])
+                self._reference_runs += len(batch)
+                keys = [(key, disk_keys.get(key)) for key, _ in batch]
+                for position, (key, _) in enumerate(keys):
+                    self._inflight[key] = slots[key] = (future, position)
+                future.add_done_callback(lambda f, k=keys: self._store_references(k, f))
+        return slots
+
+    def _find_references(
+        self,
+        prepared: list[_Prepared],
+        slots: dict[tuple[str, tuple[str, ...]], Any],
+        wanted: dict[tuple[str, tuple[str, ...]], str] | None = None,
+    ) -> dict[tuple[str, tuple[str, ...]], str]:
+        """Fill ``slots`` from the memory cache and the runs in flight, for the answers'
+        references (or the ``wanted`` ones); return the rest, ``{run key: reference}``."""
+        if wanted is None:
+            wanted = {}
             for p in prepared:
                 key = p.reference_run_key
-                if p.error or not key[1] or key in slots:
-                    continue
+                if not p.error and key[1] and key not in slots:
+                    wanted.setdefault(key, p.reference)
+        missing = {}
+        with self._cache_lock:
+            for key, reference in wanted.items():
                 cached = self._cache.get(key)
                 if cached is not None:
                     self._cache.move_to_end(key)
@@ -408,34 +523,58 @@ class Grader:
                 elif key in self._inflight:
                     slots[key] = self._inflight[key]
                 else:
-                    slots[key] = None
-                    missing.append((key, p.reference))
-            if not missing:
-                return slots
-            size = max(1, min(self.reference_batch_size, -(-len(missing) // pool.workers)))
-            for begin in range(0, len(missing), size):
-                batch = missing[begin : begin + size]
-                future = pool.submit([(reference, list(key[1])) for key, reference in batch])
-                self._reference_runs += len(batch)
-                keys = [key for key, _ in batch]
-                for position, key in enumerate(keys):
-                    self._inflight[key] = slots[key] = (future, position)
-                future.add_done_callback(lambda f, k=keys: self._store_references(k, f))
-        return slots
+                    missing[key] = reference
+        return missing
 
-    def _store_references(self, keys: list[tuple[str, tuple[str, ...]]], future: concurrent.futures.Future) -> None:
+    def _environment(self, pool: _Pool) -> str | None:
+        """What every reference output depends on besides the reference and its calls (the disk
+        cache's key): the grader's version, the sandbox's interpreter and its mode and limits.
+        Known once a fork server has started (None until then: the disk is not used)."""
+        if self._disk_environment is None:
+            identity = pool.sandbox_identity()
+            if identity is None:
+                return None
+            hello, mode = identity
+            from colbench_gym import __version__
+
+            settings = dataclasses.asdict(self.settings)
+            for name in ("timeout_s", "python"):  # the interpreter is named by what it says it is
+                settings.pop(name)
+            settings["hide_paths"], settings["preload"] = list(settings["hide_paths"]), list(settings["preload"])
+            described = {
+                "grader": [__version__, hashlib.sha256(_SERVER_SOURCE.encode("utf-8")).hexdigest()],
+                "interpreter": [hello.get("version") or hello.get("python"), hello.get("magic")],
+                "sandbox": [mode, settings],
+            }
+            self._disk_environment = json.dumps(described, sort_keys=True)
+        return self._disk_environment
+
+    def _remember(self, key: tuple[str, tuple[str, ...]], outcomes: list[Outcome]) -> None:
+        """Keep a reference run in memory (the caller holds the cache lock)."""
+        self._cache[key] = outcomes
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.reference_cache_size:
+            self._cache.popitem(last=False)
+
+    def _store_references(self, keys: list[tuple[tuple[str, tuple[str, ...]], str | None]],
+                          future: concurrent.futures.Future) -> None:
         reports: list[RunReport] = future.result()
+        stored = []
         with self._cache_lock:
-            for key, report in zip(keys, reports):
+            for (key, disk_key), report in zip(keys, reports):
                 slot = self._inflight.get(key)
                 if slot is not None and slot[0] is future:
                     del self._inflight[key]
                 # Only deterministic outcomes are cached; a timeout may be the machine's load.
                 if all(outcome.kind in ("value", "error", "unserializable") for outcome in report.outcomes):
-                    self._cache[key] = report.outcomes
-                    self._cache.move_to_end(key)
-            while len(self._cache) > self.reference_cache_size:
-                self._cache.popitem(last=False)
+                    # In memory without the values' encoded form, which only the disk needs.
+                    self._remember(key, [Outcome(o.kind, o.value, o.detail) for o in report.outcomes])
+                    if disk_key is not None:
+                        stored.append((disk_key, report.outcomes))
+        disk = self.reference_disk_cache
+        if disk is not None:
+            for disk_key, outcomes in stored:
+                disk.store(disk_key, outcomes)
 
     @staticmethod
     def _reference_outcomes(slots: dict[tuple[str, tuple[str, ...]], Any], p: _Prepared) -> list[Outcome]:
@@ -464,17 +603,26 @@ class Grader:
                 continue
             candidate = next(candidate_outcomes, None) or Outcome("infra", detail="candidate result missing")
             tests.append(TestResult(name, *_judge(reference, candidate)))
-        return GradeResult.from_tests(tests, output=report.output, elapsed_s=report.elapsed_s)
+        return GradeResult.from_tests(
+            tests, output=report.output, elapsed_s=report.elapsed_s, budget_s=report.budget_s,
+            spent_s=report.spent_s, out_of_budget=bool(report.out_of_budget), tests_cut=report.cut,
+        )
 
     # -- introspection -----------------------------------------------------------------------
     def cache_info(self) -> dict[str, int]:
-        """Reference cache size, runs in flight, and reference runs started so far."""
+        """Reference cache size, runs in flight, and reference runs started so far; from the disk
+        cache, runs read (``disk_hits``), written (``disk_writes``) and damaged entries found
+        (``disk_corrupt``, each then run again), all 0 when it is off."""
+        disk = self.reference_disk_cache
         with self._cache_lock:
             return {
                 "entries": len(self._cache),
                 "in_flight": len(self._inflight),
                 "max_entries": self.reference_cache_size,
                 "reference_runs": self._reference_runs,
+                "disk_hits": disk.hits if disk is not None else 0,
+                "disk_writes": disk.writes if disk is not None else 0,
+                "disk_corrupt": disk.corrupt if disk is not None else 0,
             }
 
     def worker_cpu_seconds(self) -> float:
@@ -508,8 +656,17 @@ class Grader:
         return totals
 
     def clear_cache(self) -> None:
+        """Empty the memory cache (the disk cache stays: delete its folder to drop it)."""
         with self._cache_lock:
             self._cache.clear()
+
+
+def _check_budget(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds (math.inf: no budget), got {value!r}")
+    if not value > 0:  # NaN too
+        raise ValueError(f"{name} must be positive (math.inf: no budget), got {value!r}")
+    return float(value)
 
 
 def _rebuild_grader(

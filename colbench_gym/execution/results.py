@@ -14,7 +14,9 @@ class TestStatus(str, Enum):
     ``PASSED``: the candidate's output equals the reference output (``==`` on plain data).
     ``WRONG``: it returned something else, or something that cannot leave the sandbox as data.
     ``ERROR``: it raised (including ``SystemExit``), or the answer does not define/compile.
-    ``TIMEOUT``: it ran past the per-test wall-clock budget (or its CPU-time limit).
+    ``TIMEOUT``: it ran past the per-test wall-clock limit (or its CPU-time limit), or the answer's
+    grading budget over all its tests ran out during it or before it (it then never ran; the detail
+    says which).
     ``MEMORY``: it ran out of its address-space limit (``MemoryError``).
     ``OUTPUT_LIMIT``: it printed more than allowed, wrote a file over the size limit, or returned a
     value too large to transfer.
@@ -72,6 +74,11 @@ class GradeResult:
     ``output`` holds the first bytes the answer printed (stdout and stderr together), for debugging;
     ``error`` says why the answer was not run at all (no test calls, too long); ``elapsed_s`` is the
     wall-clock time of the answer's sandboxed run (not counting queueing or reference runs).
+
+    The grading budget (see :class:`~colbench_gym.execution.Grader`): ``budget_s`` (None: none),
+    ``spent_s`` the wall-clock time the answer's processes ran against it, ``out_of_budget``
+    whether it ran out, and ``tests_cut`` how many tests it decided (``timeout``: the one running
+    when it ran out, if any, and every one after it, which never ran).
     """
 
     score: float
@@ -81,10 +88,15 @@ class GradeResult:
     error: str = ""
     output: str = ""
     elapsed_s: float = 0.0
+    budget_s: float | None = None
+    spent_s: float = 0.0
+    out_of_budget: bool = False
+    tests_cut: int = 0
 
     @classmethod
     def from_tests(
-        cls, tests: list[TestResult], *, error: str = "", output: str = "", elapsed_s: float = 0.0
+        cls, tests: list[TestResult], *, error: str = "", output: str = "", elapsed_s: float = 0.0,
+        budget_s: float | None = None, spent_s: float = 0.0, out_of_budget: bool = False, tests_cut: int = 0,
     ) -> GradeResult:
         passed = sum(test.passed for test in tests)
         total = len(tests)
@@ -96,7 +108,20 @@ class GradeResult:
             error=error,
             output=output,
             elapsed_s=elapsed_s,
+            budget_s=budget_s,
+            spent_s=spent_s,
+            out_of_budget=out_of_budget,
+            tests_cut=tests_cut,
         )
+
+    def budget_info(self) -> dict[str, Any]:
+        """The budget's figures: ``budget_s``, ``spent_s``, ``out_of_budget``, ``tests_cut``."""
+        return {
+            "budget_s": self.budget_s,
+            "spent_s": round(self.spent_s, 6),
+            "out_of_budget": self.out_of_budget,
+            "tests_cut": self.tests_cut,
+        }
 
     def status_counts(self) -> dict[str, int]:
         """``{status value: number of tests}`` for the statuses that occur."""
@@ -110,6 +135,7 @@ class GradeResult:
             "error": self.error,
             "output": self.output,
             "elapsed_s": round(self.elapsed_s, 6),
+            **self.budget_info(),
             "status_counts": self.status_counts(),
             "tests": [test.to_dict() for test in self.tests],
         }
@@ -124,4 +150,8 @@ class GradeResult:
             error=str(row.get("error", "")),
             output=str(row.get("output", "")),
             elapsed_s=float(row.get("elapsed_s", 0.0)),
+            budget_s=None if row.get("budget_s") is None else float(row["budget_s"]),
+            spent_s=float(row.get("spent_s", 0.0)),
+            out_of_budget=bool(row.get("out_of_budget", False)),
+            tests_cut=int(row.get("tests_cut", 0)),
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import fcntl
 import marshal
+import math
 import os
 import select
 import signal
@@ -42,7 +43,12 @@ def _observe_period(timeout: float) -> float:
 
 @dataclass(eq=False)
 class _Run:
-    """One job: its units, and their outcomes so far over however many children it takes."""
+    """One job: its units, and their outcomes so far over however many children it takes.
+
+    With a budget (``budget_s``), the wall-clock time its children run (``spent_s``) and their CPU
+    time (``cpu_s``, known as each exits) count against it; once either reaches it, the test
+    running is stopped and the rest are not run (``out_of_budget``: ``"wall"`` or ``"cpu"``;
+    ``cut``: the tests that decided)."""
 
     token: Any
     units: list[tuple[str, list[str]]]
@@ -50,6 +56,11 @@ class _Run:
     started: float
     output: bytearray = field(default_factory=bytearray)
     restarts: int = 0
+    budget_s: float | None = None
+    spent_s: float = 0.0
+    cpu_s: float = 0.0
+    out_of_budget: str = ""
+    cut: int = 0
 
     def pending(self) -> list[tuple[int, int]]:
         """(unit, tests done) of every unit with tests left."""
@@ -83,7 +94,11 @@ class _Attempt:
     result_r: int = -1
     output_r: int = -1
     begun: bool = False  # the server is on it (every attempt sent before it has exited)
+    begun_at: float = 0.0
     deadline: float = float("inf")
+    budget_deadline: float = float("inf")  # when its run's wall-clock budget runs out
+    cpu_budget: int = 0  # the RLIMIT_CPU its run's budget set (whole seconds; 0: none)
+    cpu_s: float = 0.0  # its child's CPU time, from the exit record
     next_observe: float = float("inf")
     kill_reason: str | None = None
     kill_sent_at: float | None = None
@@ -139,18 +154,19 @@ class JobPipeline:
         self.flight.clear()
 
     # -- running code ------------------------------------------------------------------------
-    def run(self, code: str, calls: list[str]) -> RunReport:
+    def run(self, code: str, calls: list[str], budget_s: float | None = None) -> RunReport:
         """Define ``code`` in a fresh child and evaluate every call in its namespace."""
-        return self.run_units([(code, calls)])[0]
+        return self.run_units([(code, calls)], budget_s)[0]
 
-    def run_units(self, units: list[tuple[str, list[str]]]) -> list[RunReport]:
+    def run_units(self, units: list[tuple[str, list[str]]], budget_s: float | None = None) -> list[RunReport]:
         """Run each unit ``(code, calls)`` -- a fresh namespace per unit, its calls in order.
 
         All units go to one child (a batch of references); an answer is always a unit of its own.
         A test that hangs or kills its process is recorded, and the remaining tests resume in a
-        fresh child, so each test gets its own budget and its own chance.
+        fresh child, so each test gets its own time limit and its own chance, within ``budget_s``
+        over them all (see :meth:`serve`).
         """
-        jobs: list[tuple[Any, list[tuple[str, list[str]]]]] = [(None, units)]
+        jobs: list[tuple[Any, list[tuple[str, list[str]]], float | None]] = [(None, units, budget_s)]
         reports: list[list[RunReport]] = []
         self.serve(lambda block: jobs.pop() if jobs else STOP, lambda _token, got: reports.append(got))
         return reports[0]
@@ -163,8 +179,12 @@ class JobPipeline:
         """Run jobs from ``source`` until it returns :data:`STOP`, handing each job's reports to
         ``deliver(token, reports)`` as soon as they are known (in completion order).
 
-        ``source(block)`` returns ``(token, units)`` (a job: what :meth:`run_units` takes), None
-        when nothing is waiting (only asked with ``block=False``), or :data:`STOP`.
+        ``source(block)`` returns ``(token, units)`` (a job: what :meth:`run_units` takes) or
+        ``(token, units, budget_s)``, None when nothing is waiting (only asked with
+        ``block=False``), or :data:`STOP`. A job's budget (seconds, None: none) bounds the
+        wall-clock time of all its children together (queueing not counted) and their CPU time
+        (each child's ``RLIMIT_CPU`` is what is left, in whole seconds): when it runs out, the test
+        running fails as a ``timeout`` and the ones after it are not run (see :class:`RunReport`).
 
         The server is kept fed: the next job is sent while a child runs (at most
         ``_PIPELINE_DEPTH`` in flight), so it forks the next child the moment it has cleaned up
@@ -194,8 +214,9 @@ class JobPipeline:
                             if isinstance(job, _Stop):
                                 stopping = True
                                 break
-                            token, units = job
-                            run = _Run(token, units, [[] for _ in units], time.monotonic())
+                            token, units, *budget = job
+                            run = _Run(token, units, [[] for _ in units], time.monotonic(),
+                                       budget_s=budget[0] if budget else None)
                             if not run.pending():
                                 self._deliver(run, deliver)
                                 continue
@@ -234,7 +255,10 @@ class JobPipeline:
         text = run.output.decode("utf-8", "replace")
         elapsed = time.monotonic() - run.started
         self._count_cpu()
-        deliver(run.token, [RunReport(outcomes, text, elapsed) for outcomes in run.results])
+        deliver(run.token, [
+            RunReport(outcomes, text, elapsed, run.budget_s, run.spent_s, run.out_of_budget, run.cut)
+            for outcomes in run.results
+        ])
 
     def _send(self, run: _Run, flight: collections.deque[_Attempt], waiting: collections.deque[_Run],
               deliver: Callable[[Any, list[RunReport]], None]) -> None:
@@ -258,12 +282,16 @@ class JobPipeline:
         job = self._job
         nonce = self.process._nonce_key + job.to_bytes(8, "little")  # fresh for every run of this server
         units = [(run.units[u][0], run.units[u][1][done:]) for u, done in pending]
+        # RLIMIT_CPU counts whole seconds: what is left of the budget, rounded up.
+        cpu_budget = 0 if run.budget_s is None else max(1, math.ceil(run.budget_s - run.cpu_s))
         if self.process._ship_code:
-            body = marshal.dumps((nonce, [(_compiled(code), [_compiled_call(c) for c in calls]) for code, calls in units]))
+            shipped = [(_compiled(code), [_compiled_call(c) for c in calls]) for code, calls in units]
         else:
-            body = marshal.dumps((nonce, [(code, list(calls)) for code, calls in units]))
+            shipped = [(code, list(calls)) for code, calls in units]
+        body = marshal.dumps((nonce, shipped, cpu_budget))
         payload = len(body).to_bytes(8, "little") + body
         attempt = _Attempt(outcomes=[[] for _ in units], sizes=[len(calls) for _, calls in units])
+        attempt.cpu_budget = cpu_budget
         attempt.run, attempt.slots, attempt.job = run, pending, job
         attempt.reader = FrameReader(nonce, self.settings.max_result_bytes + 4096)
         payload_r, attempt.payload_w = os.pipe()
@@ -290,10 +318,16 @@ class JobPipeline:
         flight.append(attempt)
 
     def _begin(self, attempt: _Attempt, now: float) -> None:
-        """The server is on this attempt from now on: every one sent before it has exited."""
+        """The server is on this attempt from now on: every one sent before it has exited. Its
+        run's budget (what its earlier children left of it) starts to run down now."""
         timeout = self.settings.timeout_s
         attempt.begun = True
-        attempt.deadline = now + timeout + max(1.0, timeout)  # the first unit's setup, plus the process start
+        attempt.begun_at = now
+        run = attempt.run
+        if run is not None and run.budget_s is not None:
+            attempt.budget_deadline = now + max(0.0, run.budget_s - run.spent_s)
+        # The first unit's setup, plus the process start.
+        attempt.deadline = min(now + timeout + max(1.0, timeout), attempt.budget_deadline)
         attempt.next_observe = now + _observe_period(timeout)
 
     def _write_payload(self, attempt: _Attempt) -> None:
@@ -352,6 +386,7 @@ class JobPipeline:
                     self._server_gone(flight, waiting, deliver, "died")
                     return
                 if message.get("ev") == "exit" and message.get("job") == head.job:
+                    head.cpu_s = message.get("cpu_s") or 0.0
                     self._on_exit(head, message.get("status"), flight, waiting, deliver)
                     return
                 continue
@@ -447,7 +482,8 @@ class JobPipeline:
                 attempt.protocol(reason[:300])
                 break
             if attempt.kill_sent_at is None and not starting:  # the set-up budget runs on past ["start"]
-                attempt.deadline = now + (_EXIT_GRACE_S if attempt.phase == "done" else timeout)
+                attempt.deadline = min(now + (_EXIT_GRACE_S if attempt.phase == "done" else timeout),
+                                       attempt.budget_deadline)
         if error is not None:
             attempt.protocol(error)
         if attempt.phase == "protocol":
@@ -473,7 +509,10 @@ class JobPipeline:
             if now < head.deadline:
                 return
         if head.kill_sent_at is None:
-            self._kill(head, "timeout" if head.phase in ("setup", "tests") else "lingering")
+            if head.phase in ("setup", "tests"):
+                self._kill(head, "budget" if now >= head.budget_deadline else "timeout")
+            else:
+                self._kill(head, "lingering")
             return
         # The server does not act on a kill (or never sends the exit record): give it up.
         head.kill_reason = head.kill_reason or "unresponsive"
@@ -544,6 +583,9 @@ class JobPipeline:
         a fresh child (first in line)."""
         attempt.reported = True
         run = attempt.run
+        if attempt.begun:
+            run.spent_s += max(0.0, time.monotonic() - attempt.begun_at)
+        run.cpu_s += attempt.cpu_s
         if attempt.not_started:
             if run.restarts > 2:
                 failure = Outcome("infra", detail="the sandbox server does not respond")
@@ -560,10 +602,21 @@ class JobPipeline:
         if attempt.failure is not None:
             u = attempt.slots[attempt.unit][0]
             left = len(run.units[u][1]) - len(run.results[u])
-            run.results[u] += [attempt.failure] * (left if attempt.in_setup else min(left, 1))
+            failed = left if attempt.in_setup else min(left, 1)
+            run.results[u] += [attempt.failure] * failed
+            if run.out_of_budget:  # the budget ran out in this child: it decided these tests
+                run.cut += failed
             if run.restarts > 2:  # the server keeps dying: do not loop on it
                 for v in range(len(run.units)):
                     run.results[v] += [attempt.failure] * (len(run.units[v][1]) - len(run.results[v]))
+        if run.pending() and run.budget_s is not None:
+            if not run.out_of_budget:
+                run.out_of_budget = "wall" if run.spent_s >= run.budget_s else "cpu" if run.cpu_s >= run.budget_s else ""
+            if run.out_of_budget:  # no further child: the tests left fail without running
+                skipped = Outcome("timeout", detail=_budget_detail(run.budget_s, run.out_of_budget, None))
+                for u, done in run.pending():
+                    run.cut += len(run.units[u][1]) - done
+                    run.results[u] += [skipped] * (len(run.units[u][1]) - done)
         if run.pending():
             waiting.appendleft(run)
         else:
@@ -632,7 +685,7 @@ class JobPipeline:
             # The common case first: a value for the next test of the unit in progress.
             done = attempt.outcomes[attempt.unit]
             if body[1] == len(done) and type(body[1]) is int:
-                done.append(Outcome("value", decode_value(body[2])))
+                done.append(Outcome("value", decode_value(body[2]), encoded=body[2]))
                 if len(done) >= attempt.sizes[attempt.unit]:
                     attempt.unit += 1
                     attempt.phase = attempt.position_phase = "setup"
@@ -671,7 +724,7 @@ class JobPipeline:
             attempt.protocol(f"unexpected frame {tag!r}")
             return
         if tag == "ok" and len(body) == 3:
-            outcome = Outcome("value", decode_value(body[2]))
+            outcome = Outcome("value", decode_value(body[2]), encoded=body[2])
         elif tag == "err" and len(body) == 4:
             outcome = Outcome("error", detail=f"{body[2]}: {body[3]}"[:500])
         elif tag == "fsz" and len(body) == 4:
@@ -699,17 +752,37 @@ class JobPipeline:
             attempt.failure = Outcome("crashed", detail=f"malformed result from the sandbox: {attempt.protocol_error}")
         elif kill_reason == "timeout":
             attempt.failure = Outcome("timeout", detail=f"exceeded {self.settings.timeout_s:g} s {where}")
+        elif kill_reason == "budget":
+            attempt.run.out_of_budget = "wall"
+            attempt.failure = Outcome("timeout", detail=_budget_detail(attempt.run.budget_s, "wall", where))
         elif kill_reason == "output":
             attempt.failure = Outcome(
                 "output_limit", detail=f"printed more than {self.settings.output_limit_bytes} bytes {where}"
             )
         elif attempt.server_died:
             attempt.failure = self._server_death_outcome(f"sandbox server died {where}")
+        elif attempt.cpu_budget and _killed_at_cpu_limit(exit_status) and attempt.cpu_s >= attempt.cpu_budget - 0.05:
+            # Its RLIMIT_CPU was what the budget left (SIGXCPU; SIGKILL at the hard limit if ignored).
+            attempt.run.out_of_budget = "cpu"
+            attempt.failure = Outcome("timeout", detail=_budget_detail(attempt.run.budget_s, "cpu", where))
         else:
             attempt.failure = _outcome_from_status(exit_status, where, attempt.child_started)
 
     def _server_death_outcome(self, detail: str) -> Outcome:
         return Outcome("infra" if self.process.server_protected else "crashed", detail=detail)
+
+
+def _budget_detail(budget_s: float | None, limit: str, where: str | None) -> str:
+    """Why a test failed on its answer's budget: it ran out ``where`` (None: before the test ran)."""
+    what = "wall-clock time" if limit == "wall" else "CPU time"
+    budget = f"the answer's grading budget ({budget_s:g} s of wall-clock and of CPU time over all its tests)"
+    if where is None:
+        return f"not run: {budget} was spent ({what})"
+    return f"{budget} ran out {where} ({what})"
+
+
+def _killed_at_cpu_limit(status: Any) -> bool:
+    return isinstance(status, int) and os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL)
 
 
 def _outcome_from_status(status: Any, where: str, started: bool) -> Outcome:

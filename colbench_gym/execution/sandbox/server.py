@@ -61,13 +61,13 @@ class SandboxProcess:
         self.jobs = JobPipeline(self)
 
     # -- running code (see JobPipeline) --------------------------------------------------------
-    def run(self, code: str, calls: list[str]) -> RunReport:
+    def run(self, code: str, calls: list[str], budget_s: float | None = None) -> RunReport:
         """Define ``code`` in a fresh child and evaluate every call in its namespace."""
-        return self.jobs.run(code, calls)
+        return self.jobs.run(code, calls, budget_s)
 
-    def run_units(self, units: list[tuple[str, list[str]]]) -> list[RunReport]:
+    def run_units(self, units: list[tuple[str, list[str]]], budget_s: float | None = None) -> list[RunReport]:
         """One :class:`RunReport` per unit ``(code, calls)``: see :meth:`JobPipeline.run_units`."""
-        return self.jobs.run_units(units)
+        return self.jobs.run_units(units, budget_s)
 
     def serve(self, source: Callable[[bool], Any], deliver: Callable[[Any, list[RunReport]], None]) -> None:
         """Run jobs from ``source`` until it says stop: see :meth:`JobPipeline.serve`."""

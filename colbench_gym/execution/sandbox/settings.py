@@ -69,12 +69,14 @@ class Outcome:
     """What one test call produced inside the sandbox, before comparison.
 
     ``kind`` is one of ``value`` (``value`` holds the decoded result), ``error``, ``memory``,
-    ``timeout``, ``output_limit``, ``crashed``, ``unserializable`` or ``infra``.
+    ``timeout``, ``output_limit``, ``crashed``, ``unserializable`` or ``infra``. ``encoded`` is a
+    value's tagged form as the child sent it (what the reference cache stores on disk).
     """
 
     kind: str
     value: Any = None
     detail: str = ""
+    encoded: Any = None
 
 
 @dataclass
@@ -83,8 +85,18 @@ class RunReport:
 
     ``output`` is the head of what the child printed; ``elapsed_s`` the wall-clock time its runs
     took (all attempts, from sending the job to its last result).
+
+    For a job with a budget (see :meth:`JobPipeline.serve`): ``budget_s``; ``spent_s``, the
+    wall-clock time its children ran (from the moment the server was on each to its end, queueing
+    not included); ``out_of_budget``, ``"wall"`` or ``"cpu"`` when the budget ran out (else
+    ``""``); ``cut``, how many of its tests the budget decided (the one running when it ran out,
+    and every one after, which never ran).
     """
 
     outcomes: list[Outcome]
     output: str = ""
     elapsed_s: float = 0.0
+    budget_s: float | None = None
+    spent_s: float = 0.0
+    out_of_budget: str = ""
+    cut: int = 0
