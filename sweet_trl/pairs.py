@@ -47,20 +47,70 @@ PAIR_RULE_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+# What to do about each reason a trajectory is dropped (Trajectory.drop_reason), for the error that finds no pair.
+DROP_REASON_ADVICE: dict[str, str] = {
+    "no_privileged": "the records lack the privileged text c (task[{privileged_key!r}], the reference solution or "
+                     "target page): record episodes from an environment made with privileged=True (the default), "
+                     "or name the task field that holds c with privileged_key",
+    "no_reward": "the records have no finite reward: record whole episodes (to the answer or the last turn)",
+    "no_agent_turn": "the dialogues hold no agent message",
+    "malformed_dialogue": "the dialogues are not lists of {{role: user|assistant|system, content: str}} messages",
+    "infra_failure": "the policy backend or the environment stopped these episodes: play them again "
+                     "(sweet-rl collect with retry_errors)",
+    "grader_infra_error": "the grader itself failed on these answers (not the agent's fault): grade them again",
+    "render_infra_error": "the renderer itself failed on these pages (not the agent's fault): render them again",
+}
+
+# Why a task yields no pair (PairStats.tasks_without_pairs), in the order the pair rules test them.
+NO_PAIR_CAUSES = ("single_trajectory", "equal_rewards", "no_success", "reward_gap_below_min")
+
+
 @dataclass
 class PairStats:
-    """What :func:`build_critic_pairs` kept and dropped (``dropped`` counts trajectories by reason)."""
+    """What :func:`build_critic_pairs` kept and dropped: ``dropped`` counts trajectories by reason
+    (:meth:`~sweet_trl.trajectories.Trajectory.drop_reason`), ``tasks_without_pairs`` counts the tasks that kept
+    trajectories but gave no pair by cause (:data:`NO_PAIR_CAUSES`: one trajectory only, all rewards equal, no
+    successful best trajectory when the rule requires one, rewards closer than ``min_reward_gap``)."""
 
     trajectories: int = 0
     tasks: int = 0
     tasks_with_pairs: int = 0
     pairs: int = 0
     dropped: Counter = field(default_factory=Counter)
+    tasks_without_pairs: Counter = field(default_factory=Counter)
+    min_reward_gap: float = 0.0
+    privileged_key: str = "ground_truth"
 
     def summary(self) -> str:
         dropped = ", ".join(f"{k}={v}" for k, v in sorted(self.dropped.items())) or "none"
         return (f"{self.pairs} pairs from {self.tasks_with_pairs}/{self.tasks} tasks and {self.trajectories} "
                 f"trajectories; dropped trajectories: {dropped}")
+
+    def why_no_pairs(self) -> str:
+        """Why no pair was built, and what to do: every cause that applies, the most common first."""
+        if self.trajectories == 0:
+            return "the input holds no trajectory record"
+        causes = []
+        for reason, count in self.dropped.most_common():
+            advice = DROP_REASON_ADVICE.get(reason, "").format(privileged_key=self.privileged_key)
+            causes.append(f"{count} of {self.trajectories} trajectories dropped as {reason}: {advice}")
+        explained = {
+            "single_trajectory": "{n} of {tasks} tasks have a single usable trajectory: a pair needs two episodes of "
+                                 "one task, so play every task several times (collect's episodes_per_task >= 2, or "
+                                 "reset(options={{'task_id': ...}}) again)",
+            "equal_rewards": "{n} of {tasks} tasks have trajectories whose rewards are all equal: a pair needs "
+                             "different rewards, so sample more varied episodes (a higher temperature, more "
+                             "episodes per task)",
+            "no_success": "in {n} of {tasks} tasks the best trajectory did not succeed, and this rule "
+                          "(best_vs_rest with require_success=True, the backend preset) pairs only a successful "
+                          "one: pass require_success=False (sweet-rl: --require_success false)",
+            "reward_gap_below_min": f"in {{n}} of {{tasks}} tasks the rewards differ by less than min_reward_gap="
+                                    f"{self.min_reward_gap:g}: lower min_reward_gap",
+        }
+        for cause in NO_PAIR_CAUSES:
+            if self.tasks_without_pairs.get(cause):
+                causes.append(explained[cause].format(n=self.tasks_without_pairs[cause], tasks=self.tasks))
+        return "; ".join(causes) or "no cause recorded"
 
 
 def make_pair(chosen: Mapping[str, Any] | Trajectory, rejected: Mapping[str, Any] | Trajectory,
@@ -121,7 +171,7 @@ def build_critic_pairs(
     if rule not in ("best_vs_rest", "all_pairs"):
         raise ValueError(f"unknown pair rule {rule!r}; expected 'best_vs_rest' or 'all_pairs'")
     trajectories = [Trajectory(record) for record in load_trajectories(trajectories)]
-    stats = PairStats(trajectories=len(trajectories))
+    stats = PairStats(trajectories=len(trajectories), min_reward_gap=min_reward_gap, privileged_key=privileged_key)
     by_task: dict[str, list[tuple[int, Trajectory]]] = defaultdict(list)
     for index, trajectory in enumerate(trajectories):
         reason = trajectory.drop_reason(privileged_key)
@@ -149,6 +199,8 @@ def build_critic_pairs(
             for (hi_index, hi), (lo_index, lo) in candidates
             if hi.reward - lo.reward >= min_reward_gap and hi.reward > lo.reward
         ]
+        if not task_pairs:
+            stats.tasks_without_pairs[_no_pair_cause(group, rule, require_success, success_reward)] += 1
         if max_pairs_per_task is not None and len(task_pairs) > max_pairs_per_task:
             task_pairs = rng.sample(task_pairs, max_pairs_per_task)
         stats.tasks_with_pairs += bool(task_pairs)
@@ -158,6 +210,18 @@ def build_critic_pairs(
         logger.warning("critic pairs: dropped %s", dict(stats.dropped))
     logger.info("critic pairs: %s", stats.summary())
     return pairs, stats
+
+
+def _no_pair_cause(group: list[tuple[int, Trajectory]], rule: str, require_success: bool, success_reward: float
+                   ) -> str:
+    """Why a task's trajectories (sorted best first) gave no pair: the first of :data:`NO_PAIR_CAUSES` that holds."""
+    if len(group) == 1:
+        return "single_trajectory"
+    if group[0][1].reward == group[-1][1].reward:
+        return "equal_rewards"
+    if rule == "best_vs_rest" and require_success and not group[0][1].succeeded(success_reward):
+        return "no_success"
+    return "reward_gap_below_min"
 
 
 def critic_pair_dataset(trajectories: Any, preset: str | None = None, **kwargs: Any):
@@ -171,5 +235,5 @@ def critic_pair_dataset(trajectories: Any, preset: str | None = None, **kwargs: 
         kwargs = {**PAIR_RULE_PRESETS[preset], **kwargs}
     pairs, stats = build_critic_pairs(trajectories, **kwargs)
     if not pairs:
-        raise ValueError(f"no critic pair could be built: {stats.summary()}")
+        raise ValueError(f"no critic pair could be built: {stats.why_no_pairs()} ({stats.summary()})")
     return datasets.Dataset.from_list(pairs)
