@@ -173,6 +173,33 @@ class StageStats:
         dropped = ", ".join(f"{k}={v}" for k, v in sorted(self.dropped.items())) or "none"
         return f"{self.rows_out} rows from {self.rows_in}; left out: {dropped}"
 
+    def why_nothing(self, privileged_key: str = "ground_truth") -> str:
+        """Why no row is left, and what to do: every reason counted, the most common first."""
+        from sweet_trl.pairs import DROP_REASON_ADVICE
+
+        if self.rows_in == 0:
+            return "the input holds no row"
+        causes = []
+        for reason, count in self.dropped.most_common():
+            advice = _STATE_ADVICE.get(reason) or DROP_REASON_ADVICE.get(reason.removeprefix("trajectory_"), "")
+            causes.append(f"{count} left out as {reason}: {advice.format(privileged_key=privileged_key)}")
+        return "; ".join(causes) or "no cause recorded"
+
+
+# What to do about the reasons a turn state or its pairs are left out (trajectories': sweet_trl.pairs).
+_STATE_ADVICE = {
+    "state_not_after_user_message": "an agent turn right after another agent turn is no state to sample from",
+    "state_turn_not_trained": "turns= excludes the agent turn of every state: widen turns",
+    "state_ranking_failed": "the critic could not score these states (each row's ranking_error says why)",
+    "state_fewer_than_two_candidates": "fewer than two candidates: sample more (num_candidates), see the rows' "
+                                       "generation_errors",
+    "state_unranked_or_too_few_candidates": "fewer than two candidates, or no critic scores: sample more "
+                                            "(num_candidates), then rank them",
+    "state_no_distinct_pair": "no two candidates of the upper and lower half differ in text and by more than "
+                              "min_score_gap in score: lower min_score_gap, or sample more varied candidates "
+                              "(a higher temperature)",
+}
+
 
 # -------------------------------------------------------------------------------------------------------------------
 # Stage 1: turn states
@@ -281,7 +308,8 @@ def select_turn_states(trajectories: Any, config: TurnPairsConfig | None = None,
     states, stats = turn_states_from_records(_read_records(trajectories), config)
     logger.info("turn states: %s", stats.summary())
     if not states:
-        raise ValueError(f"no turn state could be made: {stats.summary()}")
+        raise ValueError(f"no turn state could be made: {stats.why_nothing(config.privileged_key)} "
+                         f"({stats.summary()})")
     return _finish(states, output_dir, stats)
 
 
@@ -526,7 +554,7 @@ def build_turn_pairs(ranked: Any, config: TurnPairsConfig | None = None, output_
     pairs, stats = turn_pairs_from_ranked(_read_rows(ranked), config)
     logger.info("turn pairs: %s", stats.summary())
     if not pairs:
-        raise ValueError(f"no turn-level pair could be built: {stats.summary()}")
+        raise ValueError(f"no turn-level pair could be built: {stats.why_nothing()} ({stats.summary()})")
     return _finish(pairs, output_dir, stats)
 
 

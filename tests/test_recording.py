@@ -261,3 +261,26 @@ def test_the_wrapper_needs_neither_torch_nor_sweet_trl(tmp_path):
     result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.jsonl")], capture_output=True, text=True, timeout=120,
                             cwd=REPO_ROOT, check=False)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def test_turn_states_and_turn_pairs_say_why_there_are_none(recorded, tmp_path):
+    pytest.importorskip("datasets")
+    from sweet_trl.turn_pairs import TurnPairsConfig, build_turn_pairs, select_turn_states
+
+    path, _ = recorded
+    stripped = tmp_path / "stripped.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:
+        row["task"]["solution"] = row["task"].pop("ground_truth")
+    stripped.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(ValueError, match=r"no turn state could be made: 9 left out as trajectory_no_privileged: the "
+                                         r"records lack the privileged text c \(task\['ground_truth'\]"):
+        select_turn_states(stripped, TurnPairsConfig())
+    assert len(select_turn_states(stripped, TurnPairsConfig(privileged_key="solution", state_fraction=1.0))) == 18
+
+    state = {"state_id": "e/turn0", "task_id": "t", "turn": 0, "prompt": [{"role": "user", "content": "Hi"}],
+             "candidates": ["Which unit?", "What range?"], "ranking_scores": [0.5, 0.5], "ranking_error": None}
+    with pytest.raises(ValueError, match=r"no turn-level pair could be built: 1 left out as state_no_distinct_pair: "
+                                         r".*lower min_score_gap"):
+        build_turn_pairs([state], TurnPairsConfig())
+    assert len(build_turn_pairs([{**state, "ranking_scores": [0.9, 0.5]}], TurnPairsConfig())) == 1
