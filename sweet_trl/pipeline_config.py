@@ -315,6 +315,41 @@ class PolicyPairsArguments:
 
 
 @dataclass
+class WarmStartArguments:
+    r"""
+    Stage `warm-start`: supervised fine-tuning on scripted expert dialogues before everything else
+    (`sweet_trl.warm_start`). A configuration with a `warm_start:` section runs it first (`sweet-rl pipeline`,
+    `sweet-rl study`), and every later stage starts from its model: `policy_model` becomes the warm-started
+    policy (so "zero-shot" is the warm-started policy), and the critic's base too unless `critic_model` is set.
+
+    Parameters:
+        warm_start_tasks (`int`, *optional*, defaults to `400`):
+            Expert dialogues, one per task of the warm-start template pool
+            (`colbench_gym.tasks.procedural.WARM_START_TEMPLATES`, which neither the train nor the test tasks use):
+            the expert asks one question that names the hidden details, then answers with the reference.
+        warm_start_templates (`list[str]` or `None`, *optional*, defaults to `None`):
+            Templates of that pool to draw from (all when `None`); a train or test template is refused.
+        warm_start_seed (`int`, *optional*, defaults to `0`):
+            Seed of the draw of tasks.
+        demonstrations (`str` or `None`, *optional*, defaults to `None`):
+            Imitate these trajectories instead (a JSONL file or folder of trajectory records, your own expert
+            dialogues): their successful ones, as rejection fine-tuning keeps them.
+    """
+
+    warm_start_tasks: int = 400
+    warm_start_templates: list[str] | None = None
+    warm_start_seed: int = 0
+    demonstrations: str | None = None
+
+    def __post_init__(self):
+        if self.warm_start_tasks < 1:
+            raise ValueError(f"warm_start_tasks must be >= 1 (the warm start needs dialogues to imitate), got "
+                             f"{self.warm_start_tasks}")
+        if self.warm_start_templates is not None and not self.warm_start_templates:
+            raise ValueError("warm_start_templates is empty: name warm-start templates, or leave it unset for all")
+
+
+@dataclass
 class ExportArguments:
     r"""
     How a training stage's model is exported (`--push_to_hub` of the trainer configuration pushes it).

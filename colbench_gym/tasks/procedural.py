@@ -38,6 +38,7 @@ Split = Literal["train", "test"]
 TRAIN_TASKS = 400
 TEST_TASKS = 80
 TEST_UNSEEN_FRACTION = 0.4
+WARM_START_TASKS = 400
 SIGNATURE_MARKER = "The signature of the function is: "
 
 
@@ -46,7 +47,8 @@ class Template:
     """A family of tasks: one function whose hidden values come from ``pools``.
 
     ``code`` and ``request`` are :meth:`str.format` templates over the hidden values (the request must not use
-    them); ``calls(values)`` gives the ten test calls, chosen to straddle every hidden value.
+    them); ``calls(values)`` gives the ten test calls, chosen to straddle every hidden value. ``question`` (the
+    warm-start pool's templates only) is what an expert asks: one question that names every hidden detail.
     """
 
     name: str
@@ -54,6 +56,7 @@ class Template:
     code: str
     pools: dict[str, Sequence[Any]]
     calls: Callable[[dict[str, Any]], list[str]]
+    question: str = ""
 
     def values_for(self, split: Split, whole_pools: bool = False) -> list[dict[str, Any]]:
         """Every combination of hidden values of a split: test draws from every fourth pool value only (the
@@ -253,6 +256,158 @@ UNSEEN_TEMPLATES: tuple[Template, ...] = (
              {"base": (1, 2, 3, 1, 2, 3, 4, 5), "step": (100, 150, 200, 250, 300, 400, 500, 1000)},
              lambda v: _calls("delivery_days", 0, 50, 99, 100, 250, 499, 800, 1000, 2500, 4000)),
 )
+
+# The warm-start pool: expert dialogues for supervised fine-tuning before RL (sweet_trl.warm_start) come from these
+# templates only. Other everyday functions with the same kinds of decisive details; no function, name or request
+# is shared with the train or test templates (check_warm_start_pool), so imitating them leaks no test structure.
+WARM_START_TEMPLATES: tuple[Template, ...] = (
+    Template("shipping_cost",
+             "Our online shop charges for shipping by the weight of the parcel. Write a function for the cost.",
+             "def shipping_cost(weight_kg):\n    # base charge plus a charge per kilogram\n"
+             "    return round({base} + weight_kg * {per_kg}, 2)",
+             {"base": (0, 1, 2, 2.5, 3, 4, 5, 6), "per_kg": (0.5, 0.75, 1, 1.2, 1.5, 2, 2.5, 3)},
+             lambda v: _calls("shipping_cost", 0, 0.5, 1, 2, 3.5, 5, 10, 12.5, 20, 50),
+             "What is the base shipping charge, and how much is added per kilogram of weight?"),
+    Template("gross_price",
+             "Our invoices must show prices with sales tax added. Write a function that gives the price with tax.",
+             "def gross_price(net):\n    # sales tax in percent, rounded to cents\n    return round(net * (1 + {rate} / 100), 2)",
+             {"rate": (5, 6, 7, 8, 9, 10, 12, 13, 15, 16, 17, 19, 20, 21, 23, 25)},
+             lambda v: _calls("gross_price", 0, 1, 9.99, 10, 19.5, 50, 99.99, 100, 250, 1234.5),
+             "What sales tax rate in percent should be added to the net price?"),
+    Template("is_senior",
+             "Our cinema gives a discount to older guests. Write a function that checks whether a guest gets it.",
+             "def is_senior(age):\n    return age {op} {limit}",
+             {"op": (">=", ">", ">=", ">"), "limit": (55, 58, 60, 62, 63, 64, 65, 66, 67, 68, 70, 72, 75, 80)},
+             lambda v: _calls("is_senior", *_around(v["limit"], 0, 18, 40, 50, 90, 100, 54)),
+             "What is the minimum age for the discount, and is that age included?"),
+    Template("letter_grade",
+             "Our teachers want marks turned into letter grades. Write a function that gives the letter for a "
+             "score.",
+             "def letter_grade(score):\n    if score >= {top}:\n        return 'A'\n    if score >= {middle}:\n"
+             "        return 'B'\n    return 'C'",
+             {"top": (80, 82, 85, 88, 90, 92, 95), "middle": (50, 55, 60, 65, 70, 75)},
+             lambda v: _calls("letter_grade", 0, v["middle"] - 1, v["middle"], v["middle"] + 1, v["top"] - 1,
+                              v["top"], v["top"] + 1, 100, 30, 79),
+             "What is the lowest score for an A, and the lowest score for a B?"),
+    Template("has_fever",
+             "Our clinic's app must flag a fever from a body temperature. Write the check.",
+             "def has_fever(temperature):\n    return temperature {op} {limit}",
+             {"op": (">=", ">", ">=", ">"), "limit": (37.0, 37.2, 37.5, 37.8, 38.0, 38.3, 38.5)},
+             lambda v: _calls("has_fever", v["limit"], round(v["limit"] - 0.1, 1), round(v["limit"] + 0.1, 1), 35.0,
+                              36.6, 39.5, 41.0, 36.0, 40.0, 37.1),
+             "Above which temperature is it a fever, and does that exact temperature count as a fever?"),
+    Template("price_tag",
+             "Our shop prints price tags. Write the function that turns an amount into the text on the tag.",
+             "def price_tag(amount):\n    return f'{symbol}{{amount:.{digits}f}}'",
+             {"symbol": ("$", "€", "£", "USD ", "EUR ", "CHF ", "¥", "kr "), "digits": (0, 1, 2, 3)},
+             lambda v: _calls("price_tag", 0, 1, 2.5, 9.99, 10, 12.345, 99.5, 100, 1234.5678, 0.05),
+             "Which currency symbol should the tag start with, and how many decimal places should it show?"),
+    Template("username_ok",
+             "Our forum checks the length of new user names. Write the check.",
+             "def username_ok(name):\n    return {low} <= len(name) <= {high}",
+             {"low": (2, 3, 4, 5, 6), "high": (10, 12, 14, 15, 16, 20, 24, 30)},
+             lambda v: _calls("username_ok", "", "a" * (v["low"] - 1), "b" * v["low"], "c" * (v["low"] + 1),
+                              "d" * (v["high"] - 1), "e" * v["high"], "f" * (v["high"] + 1), "g" * 40, "hi",
+                              "name12"),
+             "What are the shortest and the longest allowed lengths of a user name?"),
+    Template("km_to_miles",
+             "Our running app shows distances in miles. Write the function that converts kilometres.",
+             "def km_to_miles(km):\n    # conversion factor, rounded to the given decimals\n"
+             "    return round(km * {factor}, {digits})",
+             {"factor": (0.62, 0.621, 0.6214, 0.6, 0.62137, 0.625), "digits": (0, 1, 2, 3)},
+             lambda v: _calls("km_to_miles", 0, 1, 3, 5, 21.1, 42.195, 100, 7.5, 10000, 123456),
+             "Which factor converts kilometres to miles, and to how many decimal places should it round?"),
+    Template("taxi_fare",
+             "Our taxi meter charges a starting fee plus a price per kilometre. Write the fare function.",
+             "def taxi_fare(km):\n    # starting fee plus the price per kilometre\n    return {start} + km * {per_km}",
+             {"start": (2, 2.5, 3, 3.5, 4, 5, 6, 8), "per_km": (1, 1.5, 2, 2.5, 3, 4)},
+             lambda v: _calls("taxi_fare", 0, 1, 2, 4, 7.5, 10, 15, 25, 40, 100),
+             "What is the starting fee, and what is the price per kilometre?"),
+    Template("stock_status",
+             "Our warehouse wants to know when to reorder an item. Write the function that gives the stock status.",
+             "def stock_status(quantity):\n    if quantity {op} {reorder}:\n        return 'reorder'\n    return 'ok'",
+             {"op": ("<", "<=", "<", "<="), "reorder": (5, 10, 15, 20, 25, 30, 40, 50, 75, 100)},
+             lambda v: _calls("stock_status", *_around(v["reorder"], 0, 1, 200, 500, 3, 120, 1000)),
+             "At which quantity should it say to reorder, and does that exact quantity count as reorder?"),
+    Template("badge_text",
+             "Our conference prints a badge for every guest. Write the function that makes the badge text from a "
+             "name.",
+             "def badge_text(name):\n    return '{prefix}' + name.{case}()",
+             {"prefix": ("Guest: ", "Name: ", "Hello, ", "VIP ", "Speaker - ", "Visitor ", "Attendee: ", ""),
+              "case": ("upper", "title", "lower", "upper")},
+             lambda v: _calls("badge_text", "ann lee", "BOB", "chen wu", "Dana", "eve", "finn o", "GUS X", "hal",
+                              "ida may", "jo"),
+             "What text should come before the name, and should the name be in upper, lower or title case?"),
+    Template("monthly_interest",
+             "Our bank app shows the interest a savings balance earns in a month. Write the function.",
+             "def monthly_interest(balance):\n    # monthly interest rate in percent, rounded to cents\n"
+             "    return round(balance * {rate} / 100, 2)",
+             {"rate": (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1, 1.25, 1.5)},
+             lambda v: _calls("monthly_interest", 0, 1, 99.99, 100, 250, 1000, 1234.56, 5000, 10000, 250000),
+             "What monthly interest rate in percent should be applied to the balance?"),
+    Template("wind_level",
+             "Our weather app labels the wind. Write the function that gives the label for a wind speed.",
+             "def wind_level(speed):\n    if speed >= {storm}:\n        return 'storm'\n    if speed >= {windy}:\n"
+             "        return 'windy'\n    return 'calm'",
+             {"storm": (60, 65, 70, 75, 80, 90, 100), "windy": (20, 25, 30, 35, 40, 45)},
+             lambda v: _calls("wind_level", 0, v["windy"] - 1, v["windy"], v["windy"] + 1, v["storm"] - 1,
+                              v["storm"], v["storm"] + 1, 150, 10, 55),
+             "From which wind speed is it 'windy', and from which speed is it a 'storm'?"),
+    Template("bulk_total",
+             "Our wholesale shop gives a discount on large orders. Write the function that gives an order's total.",
+             "def bulk_total(quantity, unit_price):\n    total = quantity * unit_price\n"
+             "    if quantity >= {min_quantity}:\n        # percent off for large orders\n"
+             "        return round(total * (1 - {percent} / 100), 2)\n    return round(total, 2)",
+             {"min_quantity": (5, 10, 12, 20, 25, 50, 100), "percent": (5, 8, 10, 12, 15, 20, 25)},
+             lambda v: _calls("bulk_total", (1, 2.5), (v["min_quantity"] - 1, 3), (v["min_quantity"], 3),
+                              (v["min_quantity"] + 1, 3), (200, 1.25), (3, 10), (40, 0.99), (0, 5), (150, 2),
+                              (9, 4)),
+             "From how many items does the large-order discount apply, and how many percent off is it?"),
+    Template("calories_burned",
+             "Our fitness tracker estimates calories from minutes of exercise. Write the function.",
+             "def calories_burned(minutes):\n    # calories per minute, rounded to a whole number\n"
+             "    return round(minutes * {per_minute})",
+             {"per_minute": (4, 5, 6, 7, 7.5, 8, 9, 10, 11, 12, 13.5, 15)},
+             lambda v: _calls("calories_burned", 0, 1, 5, 10, 15, 30, 45, 60, 90, 7),
+             "How many calories are burned per minute of exercise?"),
+    Template("reminder_text",
+             "Our to-do app sends reminders. Write the function that makes the reminder text for a task.",
+             "def reminder_text(task):\n    return f'{lead}: {{task}}{mark}'",
+             {"lead": ("Reminder", "Remember", "To do", "Today", "Note", "Heads up", "Task", "Due"),
+              "mark": ("!", ".", "", "!!")},
+             lambda v: _calls("reminder_text", "call mom", "buy milk", "pay rent", "gym", "email Bo",
+                              "water plants", "read", "book flight", "walk dog", "clean"),
+             "What exactly should the reminder text look like?"),
+    Template("billable_minutes",
+             "Our consultants bill time in blocks. Write the function that gives the minutes to bill for a call.",
+             "def billable_minutes(minutes):\n    # rounded up to a whole block of minutes\n"
+             "    return -(-minutes // {block}) * {block}",
+             {"block": (5, 6, 10, 12, 15, 20, 30, 60)},
+             lambda v: _calls("billable_minutes", 0, 1, v["block"] - 1, v["block"], v["block"] + 1, 29, 44, 61,
+                              95, 180),
+             "To what size of block of minutes should the time be rounded up?"),
+    Template("to_fahrenheit",
+             "Our thermostat shows temperatures in Fahrenheit. Write the function that converts from Celsius.",
+             "def to_fahrenheit(celsius):\n    return round(celsius * 9 / 5 + 32, {digits})",
+             {"digits": (0, 1, 2, 3)},
+             lambda v: _calls("to_fahrenheit", -40, -17.78, 0, 21.5, 36.6, 37.777, 100, 12.34, -3.3, 25),
+             "To how many decimal places should the Fahrenheit temperature be rounded?"),
+    Template("mask_card",
+             "Our receipts hide most of a card number. Write the function that masks it.",
+             "def mask_card(number):\n    return '{mask}' * (len(number) - {shown}) + number[-{shown}:]",
+             {"mask": ("*", "#", "x", "X", "•", "-"), "shown": (2, 3, 4, 5, 6)},
+             lambda v: _calls("mask_card", "1234567890123456", "4000123412341234", "9876543210", "1234567",
+                              "5555444433332222", "12345678", "000011112222", "3141592653589793",
+                              "2718281828", "1111222233334444"),
+             "How many of the last digits stay visible, and which character hides the other digits?"),
+    Template("study_hours",
+             "Our school planner suggests weekly study time from the number of courses. Write the function.",
+             "def study_hours(courses):\n    # hours per course, never more than the weekly cap\n"
+             "    return min(courses * {per_course}, {cap})",
+             {"per_course": (2, 3, 4, 5, 6), "cap": (10, 12, 15, 20, 25, 30, 40)},
+             lambda v: _calls("study_hours", 0, 1, 2, 3, 5, 8, 10, 12, 20, 25),
+             "How many study hours per course, and what is the most hours in a week?"),
+)
 # fmt: on
 
 
@@ -329,13 +484,84 @@ def generate_tasks(count: int, split: Split = "train", seed: int = 0,
     return merged
 
 
+def check_warm_start_pool(templates: Sequence[Template]) -> None:
+    """Refuse a warm-start pool that shares anything with the train or test templates: a template name, a function
+    name or a request. Imitating such a template would teach the policy a test task's structure before it is
+    evaluated."""
+    held = TRAIN_TEMPLATES + UNSEEN_TEMPLATES
+    function = lambda t: t.code.split("(", 1)[0].removeprefix("def ").strip()
+    clashes = sorted(
+        f"{mine.name} ({what} of {theirs.name})"
+        for mine in templates for theirs in held
+        for what, same in (("name", mine.name == theirs.name), ("function", function(mine) == function(theirs)),
+                           ("request", mine.request == theirs.request))
+        if same
+    )
+    if clashes:
+        raise ValueError(f"the warm-start template pool overlaps the train/test templates: {', '.join(clashes)}; "
+                         "warm-start dialogues must come from templates that neither split uses")
+    missing = [t.name for t in templates if not t.question]
+    if missing:
+        raise ValueError(f"warm-start templates without an expert question: {missing}")
+
+
+def warm_start_tasks(count: int = WARM_START_TASKS, seed: int = 0, templates: Sequence[str] | None = None
+                     ) -> list[dict[str, Any]]:
+    """``count`` distinct tasks of the warm-start pool (every value of every pool; task ids
+    ``proc-warm-start-...``), spread evenly over ``templates`` (names from :data:`WARM_START_TEMPLATES`; all when
+    ``None``). Naming a train or test template is refused, as is a pool that overlaps them."""
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValueError(f"count must be a positive int, got {count!r}")
+    known = {t.name: t for t in WARM_START_TEMPLATES}
+    names = list(known) if templates is None else list(templates)
+    if not names:
+        raise ValueError("no warm-start template named: name at least one, or leave templates unset for all")
+    held = {t.name for t in TRAIN_TEMPLATES + UNSEEN_TEMPLATES}
+    if any(n in held for n in names):
+        raise ValueError(f"warm-start templates {sorted(n for n in names if n in held)} are train/test templates: "
+                         f"warm-start dialogues must come from the warm-start pool {sorted(known)}")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown warm-start templates {unknown}; choose from {sorted(known)}")
+    chosen = [known[n] for n in dict.fromkeys(names)]
+    check_warm_start_pool(chosen)
+    rng = random.Random(f"{seed}-warm-start")
+    pools = []
+    for template in chosen:
+        combos = template.values_for("train", whole_pools=True)
+        rng.shuffle(combos)
+        pools.append((template, combos))
+    capacity = sum(len(c) for _, c in pools)
+    if count > capacity:
+        raise ValueError(f"asked for {count} warm-start tasks, but these templates make only {capacity} distinct ones")
+    rows: list[dict[str, Any]] = []
+    for depth in itertools.count():
+        for template, combos in pools:
+            if depth < len(combos) and len(rows) < count:
+                rows.append(template.row(combos[depth], "warm", "start"))  # type: ignore[arg-type]
+        if len(rows) == count:
+            return rows
+    raise AssertionError("unreachable")
+
+
+def warm_start_template(name: str) -> Template:
+    """A template of the warm-start pool by name (its ``question`` is the expert's)."""
+    for template in WARM_START_TEMPLATES:
+        if template.name == name:
+            return template
+    raise KeyError(f"{name!r} is not a warm-start template")
+
+
 def load_procedural(split: str) -> list[dict[str, Any]]:
-    """The named splits: ``train`` (400 tasks) and ``test`` (80 tasks, 40% from unseen templates), seed 0."""
+    """The named splits: ``train`` (400 tasks) and ``test`` (80 tasks, 40% from unseen templates), seed 0, and
+    ``warm_start`` (400 tasks of the warm-start pool, which neither split uses)."""
     if split == "train":
         return generate_tasks(TRAIN_TASKS, "train", seed=0)
     if split == "test":
         return generate_tasks(TEST_TASKS, "test", seed=0)
-    raise ValueError(f"unknown procedural split {split!r}; choose 'train' or 'test'")
+    if split == "warm_start":
+        return warm_start_tasks(WARM_START_TASKS, seed=0)
+    raise ValueError(f"unknown procedural split {split!r}; choose 'train', 'test' or 'warm_start'")
 
 
 def task_part(task_id: str) -> str | None:

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sweet_trl.pipeline.errors import StageError
 from sweet_trl.pipeline.export import push_stage
-from sweet_trl.pipeline.runner import TRAINING_STAGES, Stage, run_stage
+from sweet_trl.pipeline.runner import TRAINING_STAGES, Stage, read_marker, run_stage
 from sweet_trl.pipeline.stages import (
     EVALUATION_METRICS,
     _evaluate_folder,
@@ -29,6 +30,7 @@ from sweet_trl.pipeline.stages_training import (
     stage_baseline_rft,
     stage_train_critic,
     stage_train_policy,
+    stage_warm_start,
 )
 from sweet_trl.pipeline_config import (
     PIPELINE_SECTION,
@@ -84,6 +86,13 @@ def _rft_types():
     return (_model_config(), RejectionFinetuneConfig, ExportArguments)
 
 
+def _warm_start_types():
+    from sweet_trl.baselines.rejection_finetuning import RejectionFinetuneConfig
+    from sweet_trl.pipeline_config import WarmStartArguments
+
+    return (_model_config(), RejectionFinetuneConfig, WarmStartArguments)
+
+
 def _mtdpo_types():
     from sweet_trl.baselines.multiturn_dpo import MultiTurnDPOConfig
     from sweet_trl.pipeline_config import ExportArguments
@@ -92,6 +101,8 @@ def _mtdpo_types():
 
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (
+    Stage("warm_start", "supervised fine-tuning on scripted expert dialogues before RL", _warm_start_types,
+          stage_warm_start, run_fields=("policy_model", "max_turns", "simulator", "simulator_base_url")),
     Stage("collect", "roll out the base policy on the training tasks",
           lambda: (GenerationArguments, CollectArguments), stage_collect, push=push_stage,
           run_fields=("train_tasks", "max_train_tasks", "simulator", "simulator_base_url", "max_turns", "policy_model")),
@@ -118,6 +129,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (
           run_fields=("eval_tasks", "max_eval_tasks", "simulator", "simulator_base_url", "max_turns", "policy_model")),
 )}
 COMMAND_ALIASES = {"train-rft": "baseline_rft", "train-mtdpo": "baseline_mtdpo"}
+WARM_START = "warm_start"
 # `study:` belongs to `sweet-rl study` (sweet_trl.study); the pipeline accepts a file that has it and ignores it.
 STUDY_SECTION = "study"
 SECTIONS = (*STAGES, "report", PIPELINE_SECTION, STUDY_SECTION)
@@ -180,8 +192,28 @@ def run_stage_from_config(name: str, config_path: str | os.PathLike | None = Non
     config = load_yaml(config_path) if config_path else {}
     _check_keys(config)
     stage = STAGES[name]
+    if name != WARM_START and WARM_START in config and "policy_model" not in cli_keys(cli_args):
+        cli_args = [*cli_args, *_warm_started_policy(config, cli_args)]
     args = _parse(stage, config, cli_args, prog=prog)
     return run_stage(stage, args, stream=stream)
+
+
+def warm_start_override(run_dir: str | os.PathLike, marker: dict[str, Any]) -> list[str]:
+    """The option that starts a stage from a complete warm start (its marker): ``--policy_model <its policy>``."""
+    return ["--policy_model", str(Path(run_dir) / marker["dir"] / marker["outputs"]["policy"])]
+
+
+def _warm_started_policy(config: dict[str, Any], cli_args: Sequence[str]) -> list[str]:
+    """For one stage run alone in a run with a ``warm_start:`` section: the override that starts it from the warm
+    start, which must be complete."""
+    stage = STAGES[WARM_START]
+    args = _parse(stage, config, filter_cli_args(cli_args, _stage_options(WARM_START)))
+    run_dir = Path(args[0].run_dir)
+    marker = read_marker(run_dir / stage.dir_name(args[1:]))
+    if marker is None:
+        raise StageError(f"this run starts from a warm start (the configuration's warm_start: section), which is not "
+                         f"complete in {run_dir}: run `sweet-rl warm-start` with the same --config first")
+    return warm_start_override(run_dir, marker)
 
 
 def report_command(config_path: str | os.PathLike | None, cli_args: Sequence[str] = (), stream: Any = None) -> Path:
@@ -240,6 +272,8 @@ def run_pipeline(config_path: str | os.PathLike | None, cli_args: Sequence[str] 
         stage_name = f"baseline_{baseline}"
         if stage_name not in order:
             order.insert(order.index("evaluate") if "evaluate" in order else len(order), stage_name)
+    if WARM_START in config and WARM_START not in order:
+        order.insert(0, WARM_START)  # a run configured with a warm start starts from it
     policies = list(dict.fromkeys([*pipeline_args.evaluate_policies, *pipeline_args.baselines]))
 
     def stage_cli(name: str) -> list[str]:
@@ -262,6 +296,8 @@ def run_pipeline(config_path: str | os.PathLike | None, cli_args: Sequence[str] 
             args = _parse(stage, config, stage_cli(name), prog=f"sweet-rl {stage.command}")
             markers[name] = run_stage(stage, args, stream=out)
             run = args[0]
+            if name == WARM_START:  # every later stage starts from the warm-started policy
+                shared = [*shared, *warm_start_override(run.run_dir, markers[name])]
     if run is None:
         run = _parse(STAGES["collect"], config, stage_cli("collect"))[0]
     evaluations = {k.split("/", 1)[1]: m for k, m in markers.items() if k.startswith("evaluate/")}

@@ -152,3 +152,76 @@ def stage_baseline_mtdpo(ctx: StageContext, model_config: Any, config: Any, expo
     last, _ = _train(ctx, MultiTurnDPOTrainer, inputs, config, pairs)
     return _training_result(ctx, last, {"steps": int(last["global_step"]), "pairs": len(pairs)},
                             ("train_loss", "rewards/accuracies", "rewards/margins"), model_config, config)
+
+
+def stage_warm_start(ctx: StageContext, model_config: Any, config: Any, args: Any) -> StageResult:
+    """Supervised fine-tuning on scripted expert dialogues of the warm-start template pool (or on the given
+    demonstrations); writes the adapter (``model``) and the policy later stages start from (``policy``: the adapter
+    merged into its base, or the fine-tuned model itself)."""
+    from trl import SFTTrainer
+
+    from sweet_trl.baselines.rejection_finetuning import rft_dataset
+    from sweet_trl.pipeline.models import load_causal_lm
+    from sweet_trl.pipeline.runner import _barrier, is_main_process
+    from sweet_trl.pipeline.stages import make_simulator
+    from sweet_trl.trajectories import read_trajectories, write_trajectories
+    from sweet_trl.warm_start import dialogue_summary, expert_dialogues
+
+    dialogues = ctx.dir / "dialogues.jsonl"
+    if args.demonstrations:
+        if not Path(args.demonstrations).exists():
+            raise StageError(f"warm_start: no demonstrations at {args.demonstrations}")
+        source = args.demonstrations
+        records = read_trajectories(source)
+        if not records:
+            raise StageError(f"warm_start: {args.demonstrations} holds no trajectory: nothing to imitate")
+    else:
+        if ctx.run.kind != "backend":
+            raise StageError("warm_start: expert dialogues exist for backend tasks only; give the frontend's own "
+                             "demonstrations (warm_start.demonstrations)")
+        from colbench_gym.tasks.procedural import warm_start_tasks
+
+        if dialogues.exists():
+            records = read_trajectories(dialogues)
+        else:
+            try:
+                rows = warm_start_tasks(args.warm_start_tasks, seed=args.warm_start_seed,
+                                        templates=args.warm_start_templates)
+            except ValueError as err:
+                raise StageError(f"warm_start: {err}") from err
+            if is_main_process():
+                ctx.log(f"{len(rows)} expert dialogues on the warm-start templates ({ctx.run.max_turns} turns)")
+                records = expert_dialogues(rows, env_id=ctx.run.env_id, max_turns=ctx.run.max_turns,
+                                           simulator=make_simulator(ctx.run), seed=args.warm_start_seed)
+                write_trajectories(records, dialogues)
+            _barrier()
+            records = read_trajectories(dialogues)
+        source = str(dialogues)
+    summary = dialogue_summary(records)
+    ctx.log(f"expert episodes: {summary['successes']}/{summary['episodes']} pass every test, "
+            f"{summary['dont_know_replies']} replies were \"I don't know\"")
+
+    inputs = _prepare_training(ctx, model_config, config, ctx.run.policy_model)
+    try:
+        dataset = rft_dataset(source, inputs.tokenizer, config)
+    except ValueError as err:
+        raise StageError(f"warm_start: {err}") from err
+    ctx.log(f"{len(dataset)} dialogues to imitate")
+    last, _ = _train(ctx, SFTTrainer, inputs, config, dataset)
+    policy = "model"
+    if model_config.use_peft:
+        policy = "merged"
+        if is_main_process():  # later stages load a plain model: merged once here, not by each of them
+            model, tokenizer = load_causal_lm(str(ctx.dir / "model"))
+            model.save_pretrained(str(ctx.dir / policy))
+            tokenizer.save_pretrained(str(ctx.dir / policy))
+            del model
+            release()
+        _barrier()
+    result = _training_result(ctx, last, {"steps": int(last["global_step"]), "dialogues": len(dataset),
+                                          "expert_episodes": int(summary["episodes"]),
+                                          "expert_successes": int(summary["successes"])},
+                              ("train_loss",), model_config, config)
+    result.metrics["expert_success_rate"] = summary["success_rate"]
+    result.outputs.update({"policy": policy, **({} if args.demonstrations else {"dialogues": dialogues.name})})
+    return result

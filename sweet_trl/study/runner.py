@@ -32,6 +32,7 @@ from sweet_trl.study.config import StudyArguments
 SHARED_WITH_ABLATION = ("collect", "critic_pairs", "sample_candidates")
 SWEET_CHAIN = ("rank", "policy_pairs", "train_policy")
 BASELINE_STAGES = {"rft": "baseline_rft", "mtdpo": "baseline_mtdpo"}
+WARM_START = "warm_start"
 POLICY_LABELS = {"zero_shot": "zero-shot", "sweet": "SWEET-RL", "sweet_no_privileged": "SWEET-RL, critic without c",
                  "rft": "rejection fine-tuning", "mtdpo": "multi-turn DPO"}
 
@@ -121,6 +122,10 @@ class Study:
         """Every method in turn; ``study.json`` is rewritten after each, so a stopped study keeps what it measured."""
         self.started = time.perf_counter()
         base, methods = self.run_dir, self.args.methods
+        if WARM_START in self.config:  # every stage below starts from the warm-started policy
+            from sweet_trl.pipeline.commands import warm_start_override
+
+            self.shared = [*self.shared, *warm_start_override(base, self.stage(WARM_START, base, key=WARM_START))]
         self.stage("collect", base, key="round1/collect")
         self.evaluate(base, "zero_shot", "zero_shot")
         self.stage("critic_pairs", base, key="round1/critic_pairs")

@@ -1,0 +1,233 @@
+"""The warm start: its template pool (disjoint from train and test), the expert dialogues, and the pipeline stage
+that trains on them first and that every later stage starts from (tiny model, seconds).
+
+Run: pytest tests/test_warm_start.py -q
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from typing import Any
+
+import pytest
+from helpers_tiny_models import save_tiny_model
+
+from colbench_gym.tasks.procedural import (
+    TRAIN_TEMPLATES,
+    UNSEEN_TEMPLATES,
+    WARM_START_TEMPLATES,
+    check_warm_start_pool,
+    load_procedural,
+    warm_start_tasks,
+)
+from sweet_trl import cli, pipeline
+
+POOL = warm_start_tasks(sum(len(t.values_for("train", whole_pools=True)) for t in WARM_START_TEMPLATES))
+BY_TEMPLATE = {t.name: t for t in WARM_START_TEMPLATES}
+
+
+def _digest(rows: list[dict[str, Any]]) -> str:
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+
+
+def test_the_train_and_test_tasks_stay_byte_identical():
+    """Runs, results and RESULTS.md figures name these tasks by id: adding the warm-start pool changed none."""
+    assert _digest(load_procedural("train")) == "372fe1ec655c81f23900a6e46193429a07288b2b608d0ae0d86b3bad12592076"
+    assert _digest(load_procedural("test")) == "f33562e7ea5048de688bc189af049f74a4a4928e168e63f88763f8f95e0cf27e"
+
+
+def test_the_pool_shares_no_template_function_or_request_with_train_and_test():
+    held = TRAIN_TEMPLATES + UNSEEN_TEMPLATES
+    function = lambda t: t.code.split("(", 1)[0]
+    assert len(WARM_START_TEMPLATES) >= 20
+    assert not {t.name for t in WARM_START_TEMPLATES} & {t.name for t in held}
+    assert not {function(t) for t in WARM_START_TEMPLATES} & {function(t) for t in held}
+    assert not {t.request for t in WARM_START_TEMPLATES} & {t.request for t in held}
+    rows = load_procedural("warm_start")
+    assert len(rows) == 400 and all(r["task_id"].startswith("proc-warm-start-") for r in rows)
+    assert {r["template"] for r in rows} == set(BY_TEMPLATE)
+    assert not {r["ground_truth"] for r in rows} & {r["ground_truth"] for r in load_procedural("train")
+                                                    + load_procedural("test")}
+
+
+def test_an_overlapping_pool_or_a_train_template_is_refused_by_name():
+    import dataclasses
+
+    with pytest.raises(ValueError, match=r"overlaps the train/test templates: late_fee \(function of late_fee\), "
+                                         r"late_fee \(name of late_fee\), late_fee \(request of late_fee\)"):
+        check_warm_start_pool([TRAIN_TEMPLATES[0]])
+    renamed = dataclasses.replace(TRAIN_TEMPLATES[0], name="overdue_fee", request="Another request.", question="?")
+    with pytest.raises(ValueError, match=r"templates: overdue_fee \(function of late_fee\); warm-start dialogues"):
+        check_warm_start_pool([*WARM_START_TEMPLATES, renamed])
+    with pytest.raises(ValueError, match=r"\['is_adult'\] are train/test templates"):
+        warm_start_tasks(10, templates=["taxi_fare", "is_adult"])
+    with pytest.raises(ValueError, match="unknown warm-start templates"):
+        warm_start_tasks(10, templates=["taxi_fares"])
+    with pytest.raises(ValueError, match="make only 4 distinct"):
+        warm_start_tasks(5, templates=["to_fahrenheit"])
+
+
+def _run(source: str, call: str) -> Any:
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<reference>", "exec"), namespace)  # noqa: S102 - our own generated references
+    return eval(compile(call, "<test>", "eval"), namespace)
+
+
+def _values_of(row: dict[str, Any]) -> dict[str, Any]:
+    template = BY_TEMPLATE[row["template"]]
+    for values in template.values_for("train", whole_pools=True):
+        if template.code.format(**values).strip() + "\n" == row["ground_truth"]:
+            return values
+    raise AssertionError(f"{row['task_id']}: no values of its template make it")
+
+
+@pytest.mark.parametrize("name", sorted(BY_TEMPLATE))
+def test_every_hidden_value_of_the_pool_is_decisive(name):
+    """As for the train and test templates: a guess of any hidden value instead of asking fails a test."""
+    template = BY_TEMPLATE[name]
+    for row in [r for r in POOL if r["template"] == name][::3]:
+        values = _values_of(row)
+        expected = [_run(row["ground_truth"], call) for call in row["test_cases"].values()]
+        assert all(value is not None for value in expected)
+        for key, pool in template.pools.items():
+            for other in dict.fromkeys(pool):
+                if other == values[key]:
+                    continue
+                guess = template.code.format(**{**values, key: other})
+                got = [_run(guess, call) for call in row["test_cases"].values()]
+                assert got != expected, f"{row['task_id']}: guessing {key}={other!r} passes every test"
+
+
+def test_the_expert_question_gets_every_hidden_value_from_the_offline_human():
+    """The expert names the detail it asks for, and the offline human's reply states it: every hidden number or
+    text of the task is in the reply (a generic question gets "Days late is a number.")."""
+    from sweet_trl.warm_start import dialogue_summary, expert_dialogues
+
+    rows = [next(r for r in POOL if r["template"] == name and len(POOL)) for name in BY_TEMPLATE]
+    rows += [r for r in POOL[::23] if r not in rows]
+    records = expert_dialogues(rows, max_turns=2)
+    assert dialogue_summary(records) == {"episodes": len(rows), "successes": len(rows), "success_rate": 1.0,
+                                         "dont_know_replies": 0}
+    for row, record in zip(rows, records):
+        question, reply, answer = (m["content"] for m in record["dialogue_history"][1:])
+        assert question == BY_TEMPLATE[row["template"]].question
+        assert answer.startswith("I WANT TO ANSWER:\n```python\ndef ") and "#" not in answer
+        for key, value in _values_of(row).items():
+            if key in ("op", "case") or not str(value).strip():
+                continue  # said in words ("at least", "in title case"); an empty prefix is nothing to say
+            assert str(value).strip() in reply, f"{row['task_id']}: {key}={value!r} not in {reply!r}"
+    one_turn = expert_dialogues(rows[:2], max_turns=1)
+    assert [r["turns"] for r in one_turn] == [1, 1] and all(r["success"] for r in one_turn)
+
+
+def test_expert_dialogues_refuse_a_task_outside_the_pool():
+    from sweet_trl.warm_start import expert_dialogues
+
+    with pytest.raises(ValueError, match="not from the warm-start pool"):
+        expert_dialogues(load_procedural("test")[:1])
+
+
+# -- the stage ----------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_config(tmp_path_factory):
+    import torch
+    import yaml
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("warm_start")
+    config = {
+        "run_dir": str(root / "run"), "policy_model": save_tiny_model(root / "tiny-llama"),
+        "train_tasks": "procedural:train", "eval_tasks": "procedural:test", "max_train_tasks": 2,
+        "max_eval_tasks": 2, "max_turns": 2, "max_new_tokens": 8, "generation_batch_size": 4, "num_workers": 2,
+        "bf16": False, "use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"],
+        "gradient_checkpointing": False, "logging_steps": 1, "report_to": [], "max_length": 1024,
+        "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "save_strategy": "no",
+        "collect": {"episodes_per_task": 1},
+        "warm_start": {"warm_start_tasks": 6, "max_steps": 2, "learning_rate": 1e-3},
+    }
+    path = root / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return {"root": root, "run": root / "run", "path": path, "config": config}
+
+
+def _write(tiny_config, name: str, **changes: Any):
+    import yaml
+
+    config = json.loads(json.dumps(tiny_config["config"]))
+    for key, value in changes.items():
+        section, _, option = key.rpartition(".")
+        (config.setdefault(section, {}) if section else config)[option] = value
+    path = tiny_config["root"] / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_a_stage_alone_needs_the_warm_start_first(tiny_config, capsys):
+    assert cli.main(["collect", "--config", str(tiny_config["path"])]) == 1
+    error = capsys.readouterr().err
+    assert "starts from a warm start" in error and "run `sweet-rl warm-start` with the same --config first" in error
+    assert not (tiny_config["run"] / "collect").exists()
+
+
+def test_the_pipeline_runs_the_warm_start_first_and_starts_every_stage_from_it(tiny_config, capsys):
+    first = io.StringIO()
+    markers = pipeline.run_pipeline(tiny_config["path"], ["--pipeline.stages", "collect"], stream=first)
+    assert list(markers) == ["warm_start", "collect"]
+    warm = markers["warm_start"]
+    assert warm["counts"] == {"steps": 2, "dialogues": 6, "expert_episodes": 6, "expert_successes": 6}
+    assert warm["metrics"]["expert_success_rate"] == 1.0 and warm["metrics"]["train_loss"] > 0
+    assert warm["outputs"]["policy"] == "merged" and warm["outputs"]["model"] == "model"
+    folder = tiny_config["run"] / "warm_start"
+    assert (folder / "model" / "adapter_config.json").exists() and (folder / "merged" / "config.json").exists()
+    dialogues = [json.loads(line) for line in (folder / "dialogues.jsonl").read_text().splitlines()]
+    assert [d["task_id"] for d in dialogues] == [r["task_id"] for r in warm_start_tasks(6)]
+    assert warm["info"]["base_model"] == tiny_config["config"]["policy_model"]
+    # collect played the warm-started policy, and its fingerprint covers it
+    started_from = str(folder / "merged")
+    assert markers["collect"]["config"][0]["policy_model"] == started_from
+    trajectories = (tiny_config["run"] / "collect" / "trajectories.jsonl").read_text().splitlines()
+    assert {json.loads(line)["policy"] for line in trajectories} == {started_from}
+    assert first.getvalue().index("[warm_start] running") < first.getvalue().index("[collect] running")
+
+    # a second run skips both; a stage run alone now starts from the warm start too (and skips: same fingerprint)
+    again = io.StringIO()
+    pipeline.run_pipeline(tiny_config["path"], ["--pipeline.stages", "collect"], stream=again)
+    assert "[warm_start] skipped" in again.getvalue() and "[collect] skipped" in again.getvalue()
+    assert cli.main(["collect", "--config", str(tiny_config["path"])]) == 0
+    assert "[collect] skipped" in capsys.readouterr().out
+
+    # another warm start (more steps) is trained again, and the stages after it run again
+    changed = _write(tiny_config, "more_steps", **{"warm_start.max_steps": 3})
+    third = io.StringIO()
+    markers = pipeline.run_pipeline(changed, ["--pipeline.stages", "collect"], stream=third)
+    assert markers["warm_start"]["counts"]["steps"] == 3
+    assert "[warm_start] running again" in third.getvalue() and "[collect] running again" in third.getvalue()
+
+
+def test_a_warm_start_without_data_is_a_clear_error(tiny_config, capsys):
+    no_tasks = _write(tiny_config, "no_tasks", **{"warm_start.warm_start_tasks": 0})
+    assert cli.main(["warm-start", "--config", str(no_tasks)]) == 2
+    assert "warm_start_tasks must be >= 1 (the warm start needs dialogues to imitate)" in capsys.readouterr().err
+
+    leaky = _write(tiny_config, "leaky", run_dir=str(tiny_config["root"] / "leaky"),
+                   **{"warm_start.warm_start_templates": ["taxi_fare", "late_fee"]})
+    assert cli.main(["warm-start", "--config", str(leaky)]) == 1
+    assert "['late_fee'] are train/test templates" in capsys.readouterr().err
+
+    missing = _write(tiny_config, "missing", run_dir=str(tiny_config["root"] / "missing"),
+                     **{"warm_start.demonstrations": str(tiny_config["root"] / "nowhere.jsonl")})
+    assert cli.main(["warm-start", "--config", str(missing)]) == 1
+    assert "no demonstrations at" in capsys.readouterr().err
+
+    failed = tiny_config["root"] / "failed.jsonl"
+    failed.write_text(json.dumps({"task": load_procedural("warm_start")[0], "reward": 0.0, "success": False,
+                                  "dialogue_history": [{"role": "user", "content": "hi"},
+                                                       {"role": "assistant", "content": "I WANT TO ANSWER: x"}]})
+                      + "\n")
+    unusable = _write(tiny_config, "unusable", run_dir=str(tiny_config["root"] / "unusable"),
+                      **{"warm_start.demonstrations": str(failed)})
+    assert cli.main(["warm-start", "--config", str(unusable)]) == 1
+    assert "no trajectory to imitate among 1" in capsys.readouterr().err
