@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import colbench_gym  # noqa: F401  (registers the ids)
-from colbench_gym.envs.dialogue import ActionTooLongError, UnknownTaskError
+from colbench_gym.envs import ActionTooLongError, UnknownTaskError
 from colbench_gym.simulators import ScriptedSimulator
 
 REFERENCE = "def shipping_cost(kg):\n    if kg <= 2:\n        return 5.0\n    return round(5.0 + (kg - 2) * 1.5, 2)"
