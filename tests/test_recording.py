@@ -284,3 +284,30 @@ def test_turn_states_and_turn_pairs_say_why_there_are_none(recorded, tmp_path):
                                          r".*lower min_score_gap"):
         build_turn_pairs([state], TurnPairsConfig())
     assert len(build_turn_pairs([{**state, "ranking_scores": [0.9, 0.5]}], TurnPairsConfig())) == 1
+
+
+@pytest.mark.browser
+def test_a_frontend_loop_is_recorded_for_the_frontend_recipe(tmp_path):
+    pytest.importorskip("datasets")
+    from colbench_gym.rendering import AssetsMissingError, RendererUnavailable, shared_renderer
+    from sweet_trl.pairs import critic_pair_dataset
+    from sweet_trl.trajectories import Trajectory, read_trajectories
+
+    try:
+        renderer = shared_renderer()
+    except (AssetsMissingError, RendererUnavailable, ImportError) as err:
+        pytest.skip(f"renderer not set up: {err}")
+    path = tmp_path / "pages.jsonl"
+    env = RecordTrajectories(gym.make("ColBench-Frontend-v0", tasks="test", similarity="ssim", renderer=renderer),
+                             path)
+    for page in ("target", "<html><body><p>Hello</p></body></html>"):
+        _, info = env.reset(seed=0, options={"task_id": "frontend-signup-form"})
+        target = info["privileged"]["ground_truth"]
+        env.step("I WANT TO ANSWER: " + (target if page == "target" else page))
+    env.close()
+    records = [Trajectory(r) for r in read_trajectories(path)]
+    assert [t.env_id for t in records] == ["ColBench-Frontend-v0"] * 2
+    assert records[0].privileged() == target and records[0].reward > records[1].reward + 0.1
+    assert records[0].record["similarity_metric"] == "ssim"
+    (pair,) = critic_pair_dataset(path, preset="frontend")
+    assert pair["privileged"] == target and pair["chosen_reward"] == records[0].reward
