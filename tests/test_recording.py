@@ -311,3 +311,15 @@ def test_a_frontend_loop_is_recorded_for_the_frontend_recipe(tmp_path):
     assert records[0].record["similarity_metric"] == "ssim"
     (pair,) = critic_pair_dataset(path, preset="frontend")
     assert pair["privileged"] == target and pair["chosen_reward"] == records[0].reward
+
+
+def test_the_critic_pairs_command_says_why_too(recorded, tmp_path, capsys):
+    pytest.importorskip("trl")
+    from sweet_trl import cli
+
+    path, _ = recorded
+    once = tmp_path / "once.jsonl"
+    once.write_text(path.read_text().splitlines()[0] + "\n")
+    assert cli.main(["critic-pairs", "--run_dir", str(tmp_path / "run"), "--trajectories", str(once)]) == 1
+    err = capsys.readouterr().err
+    assert "sweet-rl critic-pairs: error: no critic pair: 1 of 1 tasks have a single usable trajectory" in err

@@ -145,10 +145,7 @@ def stage_critic_pairs(ctx: StageContext, args: CriticPairsArguments) -> StageRe
                                       seed=args.pairs_seed)
     ctx.log(stats.summary())
     if not pairs:
-        raise StageError(
-            f"no critic pair: {stats.summary()}. Pairs need tasks with trajectories of different rewards "
-            "(and, for best_vs_rest, a successful one): collect more episodes per task, or set require_success: false"
-        )
+        raise StageError(f"no critic pair: {stats.why_no_pairs()} ({stats.summary()})")
     out = ctx.dir / "pairs.jsonl"
     _write_jsonl(out, pairs)
     return StageResult(
