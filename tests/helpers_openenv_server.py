@@ -5,10 +5,14 @@ Usage::
     from helpers_openenv_server import running_server, http
     with running_server("--max-turns", "3") as url:
         status, body = http("POST", f"{url}/reset", {"task_index": 0})
+
+``shared_server(...)`` starts one server per set of arguments for the whole test run (stopped at exit): a start
+costs several seconds of CPU (OpenEnv imports Gradio), so the test modules that can share one do.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -76,3 +80,22 @@ def running_server(*cli_args: str, start_timeout_s: float = 180) -> Iterator[str
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+_SHARED: dict[tuple[str, ...], str] = {}
+_SHARED_STOP = contextlib.ExitStack()
+atexit.register(_SHARED_STOP.close)
+
+
+def shared_server(*cli_args: str) -> str:
+    """The URL of a server started with these arguments, started on first use and kept for the test run."""
+    if cli_args not in _SHARED:
+        _SHARED[cli_args] = _SHARED_STOP.enter_context(running_server(*cli_args))
+    return _SHARED[cli_args]
+
+
+MAX_TURNS = 3
+BUDGET_S = 1.0
+# The server test_openenv_server.py and test_openenv_http.py share.
+SERVER_ARGS = ("--env", "ColBench-Backend-v0", "--tasks", "train", "--max-turns", str(MAX_TURNS), "--max-sessions",
+               "16", "--answer-budget-s", str(BUDGET_S))

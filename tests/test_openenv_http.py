@@ -6,8 +6,10 @@ why it cannot step and what to use, and ``--help`` shows the defaults.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -15,18 +17,20 @@ pytest.importorskip("openenv")
 pytest.importorskip("uvicorn")
 
 from conftest import REPO_ROOT
-from helpers_openenv_server import http, running_server
+from helpers_openenv_server import BUDGET_S, SERVER_ARGS, http, shared_server
 
 from colbench_gym.envs.dialogue import ANSWER_MARKER
 from colbench_gym.tasks import resolve_tasks
 
 NAME = "colbench-backend-v0"
+# What grading a looping answer may take beyond its budget (measured: about 0.02 s): messages, the sandbox's fork,
+# two cores shared with the rest of the suite; under the default budget (2 s), so that a lost flag fails.
+BUDGET_SLACK_S = 0.75
 
 
 @pytest.fixture(scope="module")
 def server():
-    with running_server("--env", "ColBench-Backend-v0", "--tasks", "train", "--max-turns", "3") as url:
-        yield url
+    return shared_server(*SERVER_ARGS)  # the same server as test_openenv_server.py's
 
 
 @pytest.fixture(scope="module")
@@ -112,13 +116,41 @@ def test_help_shows_the_defaults():
                     "(default: 10)", "(default: 64)", "(default: warning)", "(default: off)", "(default: clip)",
                     "(default: the offline one)", "(default: --tasks, or the file's stem)"):
         assert default in text, default
-    assert "--answer-budget-s" in text and "(default: the environment's own" in text
+    # the budget's default is read from the code, in seconds
+    assert re.search(r"--answer-budget-s ANSWER_BUDGET_S backend: [^()]*\(wall and CPU\)[^()]*"
+                     r"\(default: [^()]*\b\d+(\.\d+)? s\)", text), text
 
 
-def test_cli_refuses_a_budget_it_cannot_use():
-    result = _cli("--answer-budget-s", "0")
-    assert result.returncode == 2 and "must be a positive, finite number of seconds, got 0" in result.stderr
-    result = _cli("--answer-budget-s", "soon")
-    assert result.returncode == 2 and "not a number of seconds: 'soon'" in result.stderr
-    result = _cli("--env", "ColBench-Frontend-v0", "--answer-budget-s", "2")
-    assert result.returncode == 2 and "--answer-budget-s is for ColBench-Backend-v0" in result.stderr
+@pytest.mark.parametrize(("args", "message"), [
+    (["--answer-budget-s", "0"], "argument --answer-budget-s: must be a positive, finite number of seconds, got 0"),
+    (["--answer-budget-s", "soon"], "argument --answer-budget-s: not a number of seconds: 'soon'"),
+    (["--answer-budget-s", "inf"], "must be a positive, finite number of seconds, got inf"),
+    (["--env", "ColBench-Frontend-v0", "--answer-budget-s", "2"], "--answer-budget-s is for ColBench-Backend-v0"),
+])
+def test_cli_refuses_a_budget_it_cannot_use(args, message, capsys):
+    from colbench_gym.openenv import main
+
+    with pytest.raises(SystemExit) as exit_info:  # refused before anything starts
+        main(args)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_looping_answer_costs_at_most_the_budget_set_on_the_command_line(server, tasks):
+    from openenv.core.generic_client import GenericEnvClient
+
+    task = tasks[0]
+    signature = task.ground_truth.split(":", 1)[0]  # "def name(args)"
+    looping = f"{ANSWER_MARKER}\n{signature}:\n    while True:\n        pass"
+    with GenericEnvClient(base_url=server, message_timeout_s=120).sync() as env:
+        env.reset(task_id=task.task_id)  # the references are cached by a first, right answer
+        assert env.step({"message": f"{ANSWER_MARKER}\n{task.ground_truth}"}).reward == 1.0
+        env.reset(task_id=task.task_id)
+        started = time.perf_counter()
+        result = env.step({"message": looping})
+        elapsed = time.perf_counter() - started
+    grader = result.observation["info"]["grader"]
+    assert result.done and result.reward == 0.0
+    assert grader["budget_s"] == BUDGET_S and grader["out_of_budget"]
+    assert grader["status_counts"] == {"timeout": len(task.test_cases)} and grader["tests_cut"] >= 1
+    assert BUDGET_S * 0.9 <= grader["spent_s"] <= BUDGET_S + 0.5
+    assert elapsed <= BUDGET_S + BUDGET_SLACK_S, f"a looping answer took {elapsed:.2f} s for a {BUDGET_S} s budget"

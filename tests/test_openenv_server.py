@@ -12,12 +12,11 @@ import pytest
 pytest.importorskip("openenv")
 pytest.importorskip("uvicorn")
 
-from helpers_openenv_server import http, running_server
+from helpers_openenv_server import SERVER_ARGS, http, shared_server
 
 from colbench_gym.envs.dialogue import ANSWER_MARKER
 from colbench_gym.tasks import resolve_tasks
 
-MAX_TURNS = 3
 SESSIONS = 8
 
 
@@ -35,9 +34,7 @@ def _post(url: str, body: dict):
 
 @pytest.fixture(scope="module")
 def server():
-    with running_server("--env", "ColBench-Backend-v0", "--tasks", "train", "--max-turns", str(MAX_TURNS),
-                        "--max-sessions", "16") as url:
-        yield url
+    return shared_server(*SERVER_ARGS)  # the same server as test_openenv_http.py's
 
 
 @pytest.fixture(scope="module")

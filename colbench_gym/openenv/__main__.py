@@ -30,12 +30,24 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def backend_default(name: str) -> Any:
-    """A ``BackendEnv`` argument's default (None if it has none), so that ``--help`` shows the env's own."""
+def default_answer_budget() -> str:
+    """The backend's answer budget when none is given, in words for ``--help`` (read from the code, not copied)."""
     from colbench_gym.envs.backend import BackendEnv
+    from colbench_gym.execution.grader import Grader
 
-    parameter = inspect.signature(BackendEnv.__init__).parameters.get(name)
-    return None if parameter is None else parameter.default
+    def default(function: Any, name: str) -> Any:
+        parameter = inspect.signature(function).parameters.get(name)
+        return None if parameter is None else parameter.default
+
+    budget = default(BackendEnv.__init__, "answer_budget_s")
+    if isinstance(budget, (int, float)):
+        return f"{budget:g} s"
+    budget, timeout = default(Grader.__init__, "answer_budget_s"), default(Grader.__init__, "timeout_s")
+    if isinstance(budget, (int, float)):
+        return f"the grader's, {budget:g} s"
+    if budget is None and isinstance(timeout, (int, float)):  # the grader's budget is then one test's timeout
+        return f"the grader's: one test's timeout, {timeout:g} s"
+    return "the environment's own"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -52,11 +64,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                                       "(default: --tasks, or the file's stem)")
     parser.add_argument("--max-turns", type=int, default=10, help="agent messages per episode, the answer included")
     parser.add_argument("--max-sessions", type=int, default=64, help="concurrent WebSocket sessions")
-    budget = backend_default("answer_budget_s")
     parser.add_argument("--answer-budget-s", type=_positive_seconds, default=None,
                         help="backend: seconds of grading one answer may use over all its tests (wall and CPU); "
-                             "the tests left when it is spent fail (default: the environment's own"
-                             + (f", {budget:g} s)" if isinstance(budget, (int, float)) else ")"))
+                             f"the tests left when it is spent fail (default: {default_answer_budget()})")
     parser.add_argument("--allow-privileged", action="store_true",
                         help="let reset(privileged=True) send training-time information (for critics) "
                              "(default: off)")
