@@ -95,7 +95,9 @@ class ReferenceDiskCache:
         """Write the entry atomically; False if it was not (not storable, or the disk refused)."""
         rows: list[list[Any]] = []
         for outcome in outcomes:
-            if outcome.kind not in _STORED_KINDS or (outcome.kind == "value" and outcome.encoded is None):
+            # A value's encoded form is None only when the value is (JSON null).
+            if outcome.kind not in _STORED_KINDS or (outcome.kind == "value" and outcome.encoded is None
+                                                     and outcome.value is not None):
                 return False
             rows.append([outcome.kind, outcome.encoded if outcome.kind == "value" else outcome.detail])
         path = self.path(key)
