@@ -21,14 +21,19 @@ round measures all four one after the other, so that they share the machine's lo
      of fork servers, with an empty reference cache: every reference is run once, in a child of
      its own (so 600 children for 400 answers);
 (c)  the same grader again with the reference cache already filled (steady state of training,
-     where the same tasks are graded over and over): one child per answer.
+     where the same tasks are graded over and over): one child per answer;
+(d)  a fresh process with a new grader and the disk cache (b) left: a restarted run, which reads
+     every reference's outputs from disk and runs none (one child per answer). Its start-up --
+     the interpreter, imports, the pool -- is not counted, as for (b) and (c).
+
+(b) writes a fresh, empty disk cache of its own each round (the cost of writing it is in (b)).
 
 It prints answers/second for each (the best round), then on lines of their own::
 
     ratio vs original method: X        # (b) / (a0), median over the rounds of the paired ratios
     ratio vs in-process floor: Y       # (b) / (a)
 
-and the same two for (c), then the ratio by CPU time: ``cores x CPU(a0) / CPU(b)``, the best
+and the same two for (c) and for (d), then the ratio by CPU time: ``cores x CPU(a0) / CPU(b)``, the best
 wall-clock ratio the grader's CPU time allows on these cores (wall-clock ratios also depend on how
 the machine's other load shares the cores between a one-process anchor and the grader's processes:
 on a busy machine the grader's several processes get more of them); then how many per-answer
@@ -60,7 +65,9 @@ import os
 import resource
 import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -236,6 +243,30 @@ sys.__stdout__.write(repr((cpu() - start) / len(answers)))
 """
 
 
+def fresh_process_run(args, cache_dir: str) -> dict:
+    """(d) in a new interpreter: a new grader over ``cache_dir``; its wall and CPU time, scores, cache
+    figures and CPU breakdown (see :func:`_fresh_process_main`)."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--fresh-process-run", cache_dir, "--data", str(args.data),
+               "--timeout", str(args.timeout), "--sandbox", args.sandbox, "--workers", str(args.workers or 0)]
+    if args.limit:
+        command += ["--limit", str(args.limit)]
+    done = subprocess.run(command, check=True, capture_output=True, text=True, timeout=1200)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _fresh_process_main(args) -> None:
+    items = load_items(args.data, args.limit)
+    workers = args.workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    with Grader(workers=workers, timeout_s=args.timeout, allow_code_execution=True, sandbox=args.sandbox,
+                reference_disk_cache=args.fresh_process_run) as grader:
+        grader.warm_up()
+        elapsed, used, results, breakdown = run_grader(grader, items)
+        info = grader.cache_info()
+    print(json.dumps({"elapsed": elapsed, "cpu": used, "scores": [r.score for r in results],
+                      "infra": sum(r.infra_error for r in results), "breakdown": breakdown,
+                      "reference_runs": info["reference_runs"], "disk_hits": info["disk_hits"]}))
+
+
 def fresh_process_floor_ms(items) -> float:
     """CPU milliseconds per answer of :data:`_FRESH_PROCESS_FLOOR` on these answers (best of three runs)."""
     import subprocess
@@ -281,7 +312,11 @@ def main() -> None:
     parser.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
     parser.add_argument("--no-floor", action="store_true", help="skip the fresh-process floor")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    parser.add_argument("--fresh-process-run", default=None, metavar="CACHE_DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.fresh_process_run:
+        _fresh_process_main(args)
+        return
 
     if not args.data.exists():
         sys.exit(f"no ColBench rows at {args.data} (pass --data)")
@@ -291,13 +326,15 @@ def main() -> None:
     workers = args.workers or cpus
     load_before = os.getloadavg()[0]
 
-    names = ("original", "floor", "cold", "cached")
+    names = ("original", "floor", "cold", "cached", "disk")
+    graded = ("cold", "cached", "disk")
     times: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
-    breakdowns: dict[str, list[dict[str, float]]] = {"cold": [], "cached": []}
+    breakdowns: dict[str, list[dict[str, float]]] = {name: [] for name in graded}
     startup: list[float] = []
     scores: dict[str, list[float]] = {}
-    mismatches = {"cold": 0, "cached": 0}
+    mismatches = {name: 0 for name in graded}
+    disk_reference_runs = 0
     infra = 0
     mode = None
     for _ in range(args.repeat):
@@ -306,22 +343,34 @@ def main() -> None:
             times[name].append(elapsed)
             cpu[name].append(used)
             scores[name] = got
-        start = time.perf_counter()
-        grader = Grader(workers=workers, timeout_s=args.timeout, allow_code_execution=True, sandbox=args.sandbox)
-        grader.warm_up()
-        startup.append(time.perf_counter() - start)
-        mode = grader.sandbox_mode
+        cache_dir = tempfile.mkdtemp(prefix="colbench-bench-references-")
         try:
-            for name in ("cold", "cached"):
-                elapsed, used, results, breakdown = run_grader(grader, items)
-                times[name].append(elapsed)
-                cpu[name].append(used)
-                breakdowns[name].append(breakdown)
-                got = [r.score for r in results]
-                mismatches[name] = max(mismatches[name], sum(abs(a - b) > 1e-9 for a, b in zip(scores["floor"], got)))
-                infra += sum(r.infra_error for r in results)
+            start = time.perf_counter()
+            grader = Grader(workers=workers, timeout_s=args.timeout, allow_code_execution=True, sandbox=args.sandbox,
+                            reference_disk_cache=cache_dir)
+            grader.warm_up()
+            startup.append(time.perf_counter() - start)
+            mode = grader.sandbox_mode
+            try:
+                for name in ("cold", "cached"):
+                    elapsed, used, results, breakdown = run_grader(grader, items)
+                    times[name].append(elapsed)
+                    cpu[name].append(used)
+                    breakdowns[name].append(breakdown)
+                    got = [r.score for r in results]
+                    mismatches[name] = max(mismatches[name], sum(abs(a - b) > 1e-9 for a, b in zip(scores["floor"], got)))
+                    infra += sum(r.infra_error for r in results)
+            finally:
+                grader.close()
+            fresh = fresh_process_run(args, cache_dir)
         finally:
-            grader.close()
+            subprocess.run(["rm", "-rf", "--", cache_dir], check=False)
+        times["disk"].append(fresh["elapsed"])
+        cpu["disk"].append(fresh["cpu"])
+        breakdowns["disk"].append(fresh["breakdown"])
+        mismatches["disk"] = max(mismatches["disk"], sum(abs(a - b) > 1e-9 for a, b in zip(scores["floor"], fresh["scores"])))
+        disk_reference_runs += fresh["reference_runs"]
+        infra += fresh["infra"]
     if infra:
         print(f"warning: {infra} infrastructure errors", file=sys.stderr)
 
@@ -329,15 +378,15 @@ def main() -> None:
     # Paired ratios: each round measured the anchor and the grader back to back, under the same load.
     paired = {
         (name, anchor): [t_anchor / t_name for t_anchor, t_name in zip(times[anchor], times[name])]
-        for name in ("cold", "cached") for anchor in ("original", "floor")
+        for name in graded for anchor in ("original", "floor")
     }
     ratio = {key: statistics.median(values) for key, values in paired.items()}
     cpu_ms = {name: 1000 * min(values) / n for name, values in cpu.items()}
     # The best ratio the cores allow: the anchors use one core, the grader all of them.
-    cpu_bound = {name: cpus * cpu_ms["original"] / cpu_ms[name] for name in ("cold", "cached")}
+    cpu_bound = {name: cpus * cpu_ms["original"] / cpu_ms[name] for name in graded}
     # Breakdown of the round with the least CPU (the least disturbed one).
-    best_round = {name: min(range(args.repeat), key=lambda i, name=name: cpu[name][i]) for name in ("cold", "cached")}
-    parts = {name: _per_child(breakdowns[name][best_round[name]], n) for name in ("cold", "cached")}
+    best_round = {name: min(range(args.repeat), key=lambda i, name=name: cpu[name][i]) for name in graded}
+    parts = {name: _per_child(breakdowns[name][best_round[name]], n) for name in graded}
     floor_ms = None if args.no_floor else fresh_process_floor_ms(items)
     original_vs_floor = sum(abs(a - b) > 1e-9 for a, b in zip(scores["original"], scores["floor"]))
 
@@ -353,6 +402,9 @@ def main() -> None:
         "ratio_vs_in_process_floor": round(ratio[("cold", "floor")], 3),
         "ratio_vs_original_method_cached_references": round(ratio[("cached", "original")], 3),
         "ratio_vs_in_process_floor_cached_references": round(ratio[("cached", "floor")], 3),
+        "ratio_vs_original_method_fresh_process_warm_disk_cache": round(ratio[("disk", "original")], 3),
+        "ratio_vs_in_process_floor_fresh_process_warm_disk_cache": round(ratio[("disk", "floor")], 3),
+        "reference_runs_fresh_process_warm_disk_cache": disk_reference_runs,
         "paired_ratios": {f"{a}/{b}": [round(x, 3) for x in v] for (a, b), v in paired.items()},
         "cpu_ms_per_answer": {name: round(value, 3) for name, value in cpu_ms.items()},
         "cpu_bound_ratio_vs_original_method": {name: round(value, 3) for name, value in cpu_bound.items()},
@@ -370,24 +422,30 @@ def main() -> None:
     print(f"(a)  in-process floor (one exec per answer)          : {rate['floor']:8.1f} answers/s")
     print(f"(b)  sandboxed Grader, cold (each reference run once): {rate['cold']:8.1f} answers/s")
     print(f"(c)  sandboxed Grader, cached references             : {rate['cached']:8.1f} answers/s")
+    print(f"(d)  fresh process, new Grader, warm disk cache      : {rate['disk']:8.1f} answers/s "
+          f"({disk_reference_runs} references run)")
     print(f"ratio vs original method: {ratio[('cold', 'original')]:.2f}")
     print(f"ratio vs in-process floor: {ratio[('cold', 'floor')]:.2f}")
     print(f"ratio vs original method, cached references: {ratio[('cached', 'original')]:.2f}")
     print(f"ratio vs in-process floor, cached references: {ratio[('cached', 'floor')]:.2f}")
+    print(f"ratio vs original method, fresh process with a warm disk cache: {ratio[('disk', 'original')]:.2f}")
+    print(f"ratio vs in-process floor, fresh process with a warm disk cache: {ratio[('disk', 'floor')]:.2f}")
     # Wall-clock ratios depend on how the machine's load shares the cores between a one-process anchor
     # and the grader's processes; these do not (the best ratio the CPU time allows on these cores).
     print(f"ratio vs original method by CPU time ({cpus} cores x CPU(a0) / CPU(b)): {cpu_bound['cold']:.2f}")
     print(f"ratio vs original method by CPU time, cached references: {cpu_bound['cached']:.2f}")
+    print(f"ratio vs original method by CPU time, fresh process with a warm disk cache: {cpu_bound['disk']:.2f}")
     print("paired ratios per round, (b)/(a0): " + " ".join(f"{x:.2f}" for x in paired[("cold", "original")])
-          + "; (c)/(a0): " + " ".join(f"{x:.2f}" for x in paired[("cached", "original")]))
-    print(f"per-answer score mismatches vs (a): (b) {mismatches['cold']}, (c) {mismatches['cached']}; "
-          f"(a0) vs (a): {original_vs_floor}")
+          + "; (c)/(a0): " + " ".join(f"{x:.2f}" for x in paired[("cached", "original")])
+          + "; (d)/(a0): " + " ".join(f"{x:.2f}" for x in paired[("disk", "original")]))
+    print(f"per-answer score mismatches vs (a): (b) {mismatches['cold']}, (c) {mismatches['cached']}, "
+          f"(d) {mismatches['disk']}; (a0) vs (a): {original_vs_floor}")
     print(
         f"CPU per answer: (a0) {cpu_ms['original']:.3f} ms, (a) {cpu_ms['floor']:.3f} ms, (b) {cpu_ms['cold']:.3f} ms, "
-        f"(c) {cpu_ms['cached']:.3f} ms -> best ratio vs (a0) {cpus} cores allow: (b) {cpu_bound['cold']:.2f}, "
-        f"(c) {cpu_bound['cached']:.2f}"
+        f"(c) {cpu_ms['cached']:.3f} ms, (d) {cpu_ms['disk']:.3f} ms -> best ratio vs (a0) {cpus} cores allow: "
+        f"(b) {cpu_bound['cold']:.2f}, (c) {cpu_bound['cached']:.2f}, (d) {cpu_bound['disk']:.2f}"
     )
-    for name, label in (("cold", "(b)"), ("cached", "(c)")):
+    for name, label in (("cold", "(b)"), ("cached", "(c)"), ("disk", "(d)")):
         p = parts[name]
         print(
             f"sandbox CPU per child {label}, {p['children']} children: fork {p['fork']:.3f} ms, run {p['run']:.3f} ms "
@@ -399,7 +457,7 @@ def main() -> None:
     if floor_ms is not None:
         print(f"floor of a fresh process per answer (bare interpreter forks, child runs the answer, no sandbox): "
               f"{floor_ms:.3f} ms CPU per answer")
-    print(f"pool start-up {min(startup):.3f} s (not in (b)/(c))")
+    print(f"pool start-up {min(startup):.3f} s (not in (b)/(c)/(d))")
     if args.json:
         args.json.write_text(json.dumps(numbers, indent=2) + "\n")
 
