@@ -158,7 +158,7 @@ class RecordTrajectories(gym.Wrapper):
     def _abandon(self) -> None:
         if self._episode is not None:
             self.abandoned += 1
-            logger.warning("%s: an episode of task %s ended before its end (reset or close) and was not recorded",
+            logger.warning("%s: an episode of task %s was left before its end (reset or close) and is not recorded",
                            self.path, self._episode["task_id"])
             self._episode = None
 
