@@ -5,7 +5,7 @@ pass@k of the final turn bounds what one round of them can make of it. This samp
 held-out answer turns of a run's evaluation (the dialogue up to the agent's last message, as the study's critic
 judgement does), grades every one with the environment's scorer, and reports, for k = 1, 2, 4, ... N, the unbiased
 pass@k (the chance that at least one of k answers drawn from the N passes every test) and the expected tests passed
-by the best of k, each with a 95% bootstrap interval over turns.
+by the best of k, each with a 95% bootstrap interval over tasks (a task's turns averaged first).
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/answer_pass_at_k.py --config examples/configs/study_cpu.yaml \\
         --run_dir runs/study_cpu_run3 --states 48 --candidates 16 --temperatures 0.7 1.0 --json out.json
@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                      args.temperatures, args.seed, overrides)
     print(f"{result['policy_model']} on answer turns of {args.run_dir}/evaluate/{args.evaluation}")
     for temperature, entry in result["by_temperature"].items():
-        print(f"  temperature {temperature}, {entry['turns']} turns x {entry['candidates']} answers:")
+        print(f"  temperature {temperature}, {entry['turns']} turns of {entry['tasks']} tasks x {entry['candidates']} "
+              "answers (intervals over tasks):")
         _print_by_k(entry["by_k"], "%")
     if args.baseline:
         baseline = json.loads(args.baseline.read_text(encoding="utf-8"))
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             if temperature not in baseline["by_temperature"]:
                 continue
             entry["minus_baseline"] = paired_with(entry, baseline["by_temperature"][temperature], seed=args.seed)
-            print(f"  minus {baseline['policy_model']} at temperature {temperature}, paired by turn:")
+            print(f"  minus {baseline['policy_model']} at temperature {temperature}, paired on the same turns, by task:")
             _print_by_k(entry["minus_baseline"], " points", sign="+")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

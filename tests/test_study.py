@@ -536,7 +536,9 @@ def test_study_compares_every_policys_answers_on_the_same_held_out_turns(tiny_st
     ours, theirs = answer_turns["policies"]["sweet"]["by_k"][0], answer_turns["policies"]["zero_shot"]["by_k"][0]
     assert difference["mean"] == pytest.approx(ours["pass_at_k"]["mean"] - theirs["pass_at_k"]["mean"])
     assert difference["mean"] > 0  # the scripted "sweet" answers right 90% of the time, the others 50%
-    assert "Answer turns (3 held-out turns x 4 answers" in tiny_study["first"]
+    tasks = answer_turns["policies"]["zero_shot"]["tasks"]
+    assert f"Answer turns (3 held-out turns of {tasks} tasks x 4 answers" in tiny_study["first"]
+    assert "intervals over tasks" in tiny_study["first"]
     assert "The answer turn alone" in (run / "report.html").read_text()
     assert answer_turns["failed"] == {}
     # the second study call sampled nothing again

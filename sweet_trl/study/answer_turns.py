@@ -3,10 +3,11 @@
 An episode's outcome mixes the agent's first message with its answer; SWEET-RL ranks and trains turn by turn. So
 the study also samples N answers from each evaluated policy at the same held-out answer turns (the zero-shot
 evaluation's dialogues up to the agent's final message, the turns the critics are judged on) and grades every
-answer with the environment's scorer. Per policy, with bootstrap intervals over turns: the tests passed by one
-answer, pass@1 and pass@N (the chance that at least one of k answers drawn from the N passes every test, unbiased
-estimator) and the best of N's tests passed, which bounds what ranking the policy's own answers can reach. Paired by
-turn: each trained policy minus zero-shot, SWEET-RL minus every other policy.
+answer with the environment's scorer. Per policy, with bootstrap intervals over tasks (a task's turns averaged
+first): the tests passed by one answer, pass@1 and pass@N (the chance that at least one of k answers drawn from the
+N passes every test, unbiased estimator) and the best of N's tests passed, which bounds what ranking the policy's own
+answers can reach. Paired on the same turns, averaged and resampled by task: each trained policy minus zero-shot,
+SWEET-RL minus every other policy.
 
 Files under ``<run_dir>/answer_turns/<policy>/``: ``candidates/`` (a ``datasets`` folder; sampling resumes like the
 ``sample_candidates`` stage) and ``graded.jsonl`` (the answers' rewards, reused while the policy's evaluation, the
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sweet_trl.study.critic_eval import SOLVED
-from sweet_trl.study.stats import bootstrap_mean, paired_difference
+from sweet_trl.study.stats import bootstrap_by_task, paired_by_task
 
 
 def pass_at_k(successes: int, samples: int, k: int) -> float:
@@ -46,23 +47,38 @@ def expected_best_of_k(rewards: Sequence[float], k: int) -> float:
     return sum(r * math.comb(i, k - 1) for i, r in enumerate(ordered)) / math.comb(n, k)
 
 
+def task_of_turn(row: Mapping[str, Any]) -> str:
+    """The task of an answer-turn row: its ``task_id``, else read from its ``state_id``
+    (``<task_id>/<seed>/turn<k>``)."""
+    if row.get("task_id") is not None:
+        return str(row["task_id"])
+    return str(row["state_id"]).rsplit("/", 2)[0]
+
+
 def headroom(rows: Sequence[Mapping[str, Any]], samples: int = 10_000, level: float = 0.95, seed: int = 0
              ) -> dict[str, Any]:
-    """pass@k and the best of k's tests passed for k = 1, 2, 4, ... up to the fewest answers of a turn, with each
-    turn's values (``per_turn``: state id -> {k: [pass@k, best of k]}) for paired comparisons. Turns the grader
-    could not score (an infrastructure error) are left out."""
-    graded = {r["state_id"]: r["candidate_rewards"] for r in rows
-              if r["candidate_rewards"] and all(math.isfinite(x) for x in r["candidate_rewards"])}
+    """pass@k and the best of k's tests passed for k = 1, 2, 4, ... up to the fewest answers of a turn, with
+    intervals over tasks, and each turn's values (``per_turn``: state id -> {k: [pass@k, best of k]}; its task in
+    ``turn_tasks``) for paired comparisons. Turns the grader could not score (an infrastructure error) are left
+    out."""
+    usable = [r for r in rows if r["candidate_rewards"] and all(math.isfinite(x) for x in r["candidate_rewards"])]
+    graded = {r["state_id"]: r["candidate_rewards"] for r in usable}
     if not graded:
         raise ValueError("no graded answer turn: nothing to measure")
+    turn_tasks = {r["state_id"]: task_of_turn(r) for r in usable}
     fewest = min(len(rewards) for rewards in graded.values())
-    out: dict[str, Any] = {"turns": len(graded), "candidates": fewest, "by_k": [], "per_turn": {}}
+    out: dict[str, Any] = {"turns": len(graded), "tasks": len(set(turn_tasks.values())), "candidates": fewest,
+                           "by_k": [], "per_turn": {}, "turn_tasks": turn_tasks}
     for k in [2 ** i for i in range(fewest.bit_length()) if 2 ** i <= fewest]:
         solved = {state: pass_at_k(sum(x >= SOLVED for x in rewards), len(rewards), k)
                   for state, rewards in graded.items()}
         best = {state: expected_best_of_k(rewards, k) for state, rewards in graded.items()}
-        out["by_k"].append({"k": k, "pass_at_k": bootstrap_mean(list(solved.values()), samples, level, seed).to_dict(),
-                            "best_tests_passed": bootstrap_mean(list(best.values()), samples, level, seed).to_dict()})
+        out["by_k"].append({
+            "k": k,
+            "pass_at_k": bootstrap_by_task([(turn_tasks[s], v) for s, v in solved.items()], samples, level,
+                                           seed).to_dict(),
+            "best_tests_passed": bootstrap_by_task([(turn_tasks[s], v) for s, v in best.items()], samples, level,
+                                                   seed).to_dict()})
         for state in graded:
             out["per_turn"].setdefault(state, {})[str(k)] = [solved[state], best[state]]
     return out
@@ -70,20 +86,23 @@ def headroom(rows: Sequence[Mapping[str, Any]], samples: int = 10_000, level: fl
 
 def paired_with(entry: Mapping[str, Any], baseline: Mapping[str, Any], samples: int = 10_000, level: float = 0.95,
                 seed: int = 0) -> list[dict[str, Any]]:
-    """``entry - baseline`` per k (pass@k, best of k's tests passed), paired by the turns both graded."""
+    """``entry - baseline`` per k (pass@k, best of k's tests passed) on the turns both graded, averaged per task,
+    tasks resampled."""
     shared = sorted(set(entry["per_turn"]) & set(baseline["per_turn"]))
     if not shared:
         raise ValueError("no answer turn in common: a paired difference needs the same turns")
+    turn_tasks = {**baseline.get("turn_tasks", {}), **entry.get("turn_tasks", {})}
+    turn_tasks = {state: turn_tasks.get(state) or task_of_turn({"state_id": state}) for state in shared}
     out = []
     for row in entry["by_k"]:
         k = str(row["k"])
         if any(k not in baseline["per_turn"][state] for state in shared):
             continue
-        differences: dict[str, Any] = {"k": row["k"]}
+        differences: dict[str, Any] = {"k": row["k"], "turns": len(shared)}
         for index, name in enumerate(("pass_at_k", "best_tests_passed")):
             ours = {state: entry["per_turn"][state][k][index] for state in shared}
             theirs = {state: baseline["per_turn"][state][k][index] for state in shared}
-            differences[name] = paired_difference(ours, theirs, samples, level, seed).to_dict()
+            differences[name] = paired_by_task(ours, theirs, turn_tasks, samples, level, seed).to_dict()
         out.append(differences)
     return out
 
@@ -138,7 +157,8 @@ def answer_turn_comparison(study: Any) -> dict[str, Any]:
     comparisons = {f"{a} - {b}": paired_with(entries[a], entries[b], args.bootstrap_samples, args.confidence,
                                              args.seed)
                    for a, b in _comparisons(list(entries))}
-    return {"settings": sampling, "policies": {name: {k: v for k, v in entry.items() if k != "per_turn"}
+    return {"settings": sampling, "policies": {name: {k: v for k, v in entry.items()
+                                                      if k not in ("per_turn", "turn_tasks")}
                                                for name, entry in entries.items()},
             "comparisons": comparisons, "failed": failed}
 

@@ -24,7 +24,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sweet_trl.study.stats import bootstrap_mean
+from sweet_trl.study.stats import bootstrap_by_task, paired_by_task
 
 SOLVED = 1.0  # the reward of an answer that passes every hidden test: a success
 
@@ -171,8 +171,9 @@ def best_of_n_selection(rows: Sequence[Mapping[str, Any]],
     """How often each ranker's first choice is a best candidate, over turns whose candidates differ in reward.
 
     ``rankers``: name -> function(row) -> one score per candidate (higher is better). ``random`` and ``oracle``
-    are added. Returns, per ranker, ``top1`` (an interval over turns), ``selected_reward`` (the mean true reward
-    of its picks) and ``selected_success`` (how often its pick passes every test), plus the turn counts and
+    are added. Returns, per ranker, ``top1`` (how often its pick is a best candidate), ``selected_reward`` (the
+    mean true reward of its picks) and ``selected_success`` (how often its pick passes every test), each averaged
+    per task with an interval over tasks, plus the turn counts and
     ``turns_with_a_success``: the turns where any candidate succeeds, the most that any ranking of these
     candidates can turn into successes. ``paired``: for each ``(ours, theirs)`` of ``pairs`` both ranked, their
     difference on the same turns (by default the critic with c against the one without).
@@ -185,9 +186,13 @@ def best_of_n_selection(rows: Sequence[Mapping[str, Any]],
     if not usable:
         return results
 
-    def summarise(picks: list[tuple[float, float, float]]) -> dict[str, Any]:
-        return {**{name: bootstrap_mean(values, seed=seed).to_dict() for name, values in zip(PICK_FIELDS, zip(*picks))},
-                "turns_scored": len(picks)}
+    tasks = [str(row.get("task_id", turn)) for turn, row in enumerate(usable)]
+
+    def summarise(picks: Mapping[int, tuple[float, float, float]]) -> dict[str, Any]:
+        return {**{name: bootstrap_by_task([(tasks[turn], pick[index]) for turn, pick in picks.items()],
+                                           seed=seed).to_dict()
+                   for index, name in enumerate(PICK_FIELDS)},
+                "turns_scored": len(picks), "tasks_scored": len({tasks[turn] for turn in picks})}
 
     by_turn: dict[str, dict[int, tuple[float, float, float]]] = {}
     for name, ranker in rankers.items():
@@ -197,12 +202,12 @@ def best_of_n_selection(rows: Sequence[Mapping[str, Any]],
             if pick is not None:
                 picks[turn] = pick
         by_turn[name] = picks
-        results["rankers"][name] = summarise(list(picks.values())) if picks else {"turns_scored": 0}
-    results["rankers"]["random"] = summarise([_mean_pick(r["candidate_rewards"], max(r["candidate_rewards"]))
-                                              for r in usable])
-    results["rankers"]["oracle"] = summarise([_mean_pick([max(r["candidate_rewards"])], max(r["candidate_rewards"]))
-                                              for r in usable])
-    tasks = [str(row.get("task_id", turn)) for turn, row in enumerate(usable)]
+        results["rankers"][name] = summarise(picks) if picks else {"turns_scored": 0, "tasks_scored": 0}
+    results["rankers"]["random"] = summarise({turn: _mean_pick(r["candidate_rewards"], max(r["candidate_rewards"]))
+                                              for turn, r in enumerate(usable)})
+    results["rankers"]["oracle"] = summarise({turn: _mean_pick([max(r["candidate_rewards"])],
+                                                               max(r["candidate_rewards"]))
+                                              for turn, r in enumerate(usable)})
     for ours, theirs in pairs:
         if ours in by_turn and theirs in by_turn:
             results.setdefault("paired", {})[f"{ours} - {theirs}"] = _paired_picks(by_turn[ours], by_turn[theirs],
@@ -256,11 +261,10 @@ def _paired_picks(ours: Mapping[int, tuple[float, float, float]], theirs: Mappin
     turns = sorted(set(ours) & set(theirs))
     out: dict[str, Any] = {"turns": len(turns), "tasks": len({tasks[t] for t in turns})}
     if turns:
+        task_of = {str(t): tasks[t] for t in turns}
         for index, name in enumerate(PICK_FIELDS):
-            by_task: dict[str, list[float]] = {}
-            for t in turns:
-                by_task.setdefault(tasks[t], []).append(ours[t][index] - theirs[t][index])
-            out[name] = bootstrap_mean([sum(v) / len(v) for v in by_task.values()], seed=seed).to_dict()
+            out[name] = paired_by_task({str(t): ours[t][index] for t in turns},
+                                       {str(t): theirs[t][index] for t in turns}, task_of, seed=seed).to_dict()
     return out
 
 

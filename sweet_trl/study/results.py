@@ -151,8 +151,9 @@ def selection_lines(selection: Mapping[str, Any], candidates: int | str = "N") -
     """The critics' best-of-N judgement (:func:`~sweet_trl.study.critic_eval.best_of_n_selection`) as text."""
     if not selection.get("rankers"):
         return []
+    tasks = max((entry.get("tasks_scored", 0) for entry in selection["rankers"].values()), default=0)
     lines = [f"Best-of-{candidates} selection on {selection['turns_with_reward_spread']} held-out answer turns whose "
-             "candidates differ:"]
+             f"candidates differ ({tasks} tasks; intervals over tasks):"]
     for name, entry in selection["rankers"].items():
         if "top1" in entry:
             top, success = entry["top1"], entry.get("selected_success")
@@ -181,8 +182,9 @@ def _answer_turn_lines(answer_turns: Mapping[str, Any]) -> list[str]:
 
     settings = answer_turns["settings"]
     n = settings["candidates"]
-    lines = [f"Answer turns ({next(iter(answer_turns['policies'].values()))['turns']} held-out turns x {n} answers "
-             f"at temperature {settings['temperature']}; intervals over turns):",
+    first_entry = next(iter(answer_turns["policies"].values()))
+    lines = [f"Answer turns ({first_entry['turns']} held-out turns of {first_entry.get('tasks', '?')} tasks x {n} "
+             f"answers at temperature {settings['temperature']}; intervals over tasks):",
              f"  {'policy':<22}{'tests passed %, one answer':>28}{'pass@1 %':>22}{f'pass@{n} %':>22}"]
     for name, entry in answer_turns["policies"].items():
         first, last = entry["by_k"][0], entry["by_k"][-1]

@@ -1,18 +1,22 @@
 """Intervals for the study: percentile bootstrap over tasks, for one policy and for a paired difference.
 
-Episodes of one task are not independent draws (a task is easy or hard for every episode), so the resampling
-unit is the task: a policy's score on a task is the mean over its episodes, and a resample draws tasks with
-replacement. Two policies evaluated on the same tasks are compared *paired*: the difference is taken per task,
-then resampled, which removes the task-difficulty variance the two share.
+Episodes (or answer turns, or critic picks) of one task are not independent draws (a task is easy or hard for
+every episode), so the resampling unit is always the task: a score on a task is the mean over its observations,
+and a resample draws tasks with replacement. Two policies measured on the same tasks are compared *paired*: the
+difference is taken per task, then resampled, which removes the task-difficulty variance the two share. Every
+interval of the study and its scripts comes from :func:`bootstrap_mean` through one of the functions below, and its
+``tasks`` is the number of tasks resampled.
 
     >>> bootstrap_mean([0.0, 0.5, 1.0, 1.0], samples=2000, seed=0).low <= 0.625
     True
+    >>> bootstrap_by_task([("a", 1.0), ("a", 1.0), ("b", 0.0)], samples=2000).tasks
+    2
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -79,6 +83,36 @@ def paired_difference(ours: Mapping[str, float], theirs: Mapping[str, float], sa
         raise ValueError(f"paired difference needs the same tasks on both sides; differing: {missing}")
     tasks = sorted(ours)
     return bootstrap_mean([ours[t] - theirs[t] for t in tasks], samples=samples, level=level, seed=seed)
+
+
+def task_means(observations: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """``{task: mean}`` of ``(task, value)`` observations (episodes, answer turns, picks of one task)."""
+    grouped: dict[str, list[float]] = {}
+    for task, value in observations:
+        grouped.setdefault(str(task), []).append(float(value))
+    return {task: sum(values) / len(values) for task, values in grouped.items()}
+
+
+def bootstrap_by_task(observations: Iterable[tuple[str, float]], samples: int = DEFAULT_SAMPLES,
+                      level: float = DEFAULT_LEVEL, seed: int = 0) -> Interval:
+    """The mean over tasks of ``(task, value)`` observations, averaged per task first, with tasks resampled: the
+    observations of a task stay together (a cluster bootstrap), so correlated turns of one task do not narrow the
+    interval."""
+    return bootstrap_mean(list(task_means(observations).values()), samples=samples, level=level, seed=seed)
+
+
+def paired_by_task(ours: Mapping[str, float], theirs: Mapping[str, float], task_of: Mapping[str, str],
+                   samples: int = DEFAULT_SAMPLES, level: float = DEFAULT_LEVEL, seed: int = 0) -> Interval:
+    """``ours - theirs`` over the observations both measured (keys: turn or episode ids, ``task_of`` maps each to
+    its task), averaged per task, then tasks resampled."""
+    shared = sorted(set(ours) & set(theirs))
+    if not shared:
+        raise ValueError("a paired difference needs observations in common; none are")
+    missing = [key for key in shared if key not in task_of]
+    if missing:
+        raise ValueError(f"no task for {len(missing)} observations, e.g. {missing[:3]}")
+    return bootstrap_by_task([(task_of[key], ours[key] - theirs[key]) for key in shared], samples=samples,
+                             level=level, seed=seed)
 
 
 def per_task_means(rows: Sequence[Mapping[str, object]], key: str) -> dict[str, float]:
