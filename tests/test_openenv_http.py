@@ -122,9 +122,10 @@ def test_help_shows_the_defaults():
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--answer-budget-s", "0"], "argument --answer-budget-s: must be a positive, finite number of seconds, got 0"),
+    (["--answer-budget-s", "0"], "argument --answer-budget-s: must be a positive number of seconds (inf: no budget), "
+                                 "got 0"),
     (["--answer-budget-s", "soon"], "argument --answer-budget-s: not a number of seconds: 'soon'"),
-    (["--answer-budget-s", "inf"], "must be a positive, finite number of seconds, got inf"),
+    (["--answer-budget-s", "nan"], "must be a positive number of seconds (inf: no budget), got nan"),
     (["--env", "ColBench-Frontend-v0", "--answer-budget-s", "2"], "--answer-budget-s is for ColBench-Backend-v0"),
 ])
 def test_cli_refuses_a_budget_it_cannot_use(args, message, capsys):

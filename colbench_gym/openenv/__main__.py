@@ -20,13 +20,13 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def _positive_seconds(text: str) -> float:
+def _budget_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive, finite number of seconds, got {text}")
+    if not value > 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds (inf: no budget), got {text}")
     return value
 
 
@@ -64,9 +64,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                                       "(default: --tasks, or the file's stem)")
     parser.add_argument("--max-turns", type=int, default=10, help="agent messages per episode, the answer included")
     parser.add_argument("--max-sessions", type=int, default=64, help="concurrent WebSocket sessions")
-    parser.add_argument("--answer-budget-s", type=_positive_seconds, default=None,
+    parser.add_argument("--answer-budget-s", type=_budget_seconds, default=None,
                         help="backend: seconds of grading one answer may use over all its tests (wall and CPU); "
-                             f"the tests left when it is spent fail (default: {default_answer_budget()})")
+                             "the tests left when it is spent fail; inf: none, each test has only its own timeout "
+                             f"(default: {default_answer_budget()})")
     parser.add_argument("--allow-privileged", action="store_true",
                         help="let reset(privileged=True) send training-time information (for critics) "
                              "(default: off)")
