@@ -136,7 +136,7 @@ def multiturn_dpo_pairs(trajectories: Any, config: MultiTurnDPOConfig):
     pairs, stats = build_critic_pairs([t.record for t in kept], **config.pair_rule_settings(),
                                       max_pairs_per_task=config.max_pairs_per_task, seed=config.seed)
     if not pairs:
-        raise ValueError(f"no trajectory pair for multi-turn DPO: {stats.summary()}")
+        raise ValueError(f"no trajectory pair for multi-turn DPO: {stats.why_no_pairs()} ({stats.summary()})")
     env_by_task = {}
     for trajectory in kept:
         env_by_task.setdefault(trajectory.task_id, config.env_id or trajectory.env_id)
