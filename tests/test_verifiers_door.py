@@ -1,0 +1,168 @@
+"""ColBench as a verifiers environment, run by verifiers' own evaluation code (what ``vf-eval`` runs).
+
+The policy is a scripted model behind a local OpenAI-compatible server (tests/fake_openai_server.py); verifiers'
+interception server sits between it and the ColBench episode, as in ``vf-eval`` and prime-rl. Everything on the
+ColBench side is real: the offline simulated human and the sandboxed grader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+vf = pytest.importorskip("verifiers.v1", reason="verifiers is not installed: pip install 'colbench-gym[verifiers]'")
+
+from fake_openai_server import FakeOpenAIServer
+from verifiers.v1.cli.eval.runner import run_eval
+from verifiers.v1.configs.cli.eval import EvalConfig
+
+from colbench_gym.envs.dialogue import ANSWER_MARKER
+from colbench_gym.integrations.verifiers import REWARD_NAME, TASKSET_ID, load_environment
+from colbench_gym.tasks import resolve_tasks
+
+TASK_ID = "b-001-shipping-cost"
+QUESTION = "Should heavier parcels cost more, and by how much?"
+WRONG_ANSWER = "def shipping_cost(weight_kg, destination):\n    return 5.0"
+API_KEY_VAR = "COLBENCH_VERIFIERS_TEST_KEY"
+
+
+@pytest.fixture(scope="module")
+def task():
+    return next(t for t in resolve_tasks("train", "backend") if t.task_id == TASK_ID)
+
+
+@pytest.fixture
+def task_file(tmp_path, task):
+    path = tmp_path / "one_task.jsonl"
+    row = {"task_id": task.task_id, "problem_description": task.problem_description, "ground_truth": task.ground_truth,
+           "hidden_information": task.hidden_information, "test_cases": task.test_cases}
+    path.write_text(json.dumps(row) + "\n")
+    return str(path)
+
+
+def _script(*replies):
+    """A policy that says ``replies[k]`` on its k-th turn (the k-th request of a dialogue), and the last one after."""
+    def respond(body):
+        turn = sum(1 for message in body["messages"] if message["role"] == "assistant")
+        return replies[min(turn, len(replies) - 1)]
+    return respond
+
+
+def _evaluate(tmp_path, monkeypatch, responder, **taskset):
+    """One ``vf-eval`` run in this process (verifiers' ``run_eval``); returns its episodes and the model's requests."""
+    monkeypatch.setenv(API_KEY_VAR, "not-a-secret")
+    with FakeOpenAIServer(responder) as server:
+        options = dict(env={"taskset": {"id": TASKSET_ID, **taskset}}, model="scripted-policy",
+                       client={"base_url": server.base_url, "api_key_var": API_KEY_VAR},
+                       num_rollouts=1, push=False, rich=None, output_dir=str(tmp_path / "outputs"))
+        if "serve" in EvalConfig.model_fields:  # verifiers 0.3 serves from worker processes by default
+            options["serve"] = None
+        episodes = asyncio.run(run_eval(EvalConfig(**options)))
+        requests = [entry["body"] for entry in server.log]
+    return episodes, requests
+
+
+def _only_trace(episodes):
+    assert len(episodes) == 1
+    episode = episodes[0]
+    assert episode.ok, episode.errors
+    assert len(episode.traces) == 1
+    return episode.traces[0]
+
+
+def _answer(code):
+    return f"{ANSWER_MARKER}\n```python\n{code}\n```"
+
+
+def test_one_question_then_the_right_function_scores_1_and_the_human_reply_is_in_the_dialogue(
+        tmp_path, monkeypatch, task, task_file):
+    episodes, requests = _evaluate(tmp_path, monkeypatch, _script(QUESTION, _answer(task.ground_truth.strip())),
+                                   tasks=task_file)
+    trace = _only_trace(episodes)
+
+    assert trace.reward == 1.0
+    assert trace.rewards[REWARD_NAME].score == 1.0
+    assert trace.metrics == {"success": 1.0, "answered": 1.0, "human_turns": 1.0}
+    assert trace.info["colbench"]["outcome"] == "answered"
+    assert trace.info["colbench"]["status_counts"] == {"passed": len(task.test_cases)}
+
+    # The completion: question, the simulated human's reply, the answer; the reply is what the model saw next.
+    roles = [message.role for message in trace.messages]
+    assert roles == ["system", "user", "assistant", "user", "assistant"]
+    assert trace.messages[1].content == task.problem_description
+    assert trace.messages[2].content == QUESTION
+    reply = trace.messages[3].content
+    assert "20" in reply and "10" in reply  # the offline human states the hidden rule: over 20 kg costs 10 more
+    assert len(requests) == 2
+    assert requests[1]["messages"][-1] == {"role": "user", "content": reply}
+    assert trace.messages[4].content.startswith(ANSWER_MARKER)
+
+
+def test_a_wrong_function_scores_what_the_grader_gives_it_and_nothing_privileged_leaks(
+        tmp_path, monkeypatch, task, task_file):
+    import gymnasium as gym
+
+    episodes, requests = _evaluate(tmp_path, monkeypatch, _script(QUESTION, _answer(WRONG_ANSWER)), tasks=task_file)
+    trace = _only_trace(episodes)
+
+    env = gym.make("ColBench-Backend-v0", tasks=task_file, privileged=False)
+    env.reset(options={"task_id": TASK_ID})
+    _, expected, *_ = env.step(_answer(WRONG_ANSWER))
+    env.close()
+    assert expected < 1.0
+    assert trace.reward == pytest.approx(expected)
+    assert trace.metrics["success"] == 0.0
+    assert trace.metrics["answered"] == 1.0
+
+    # Privileged information reaches neither the model (any request) nor the record (trace, traces.jsonl).
+    secrets = [task.ground_truth.strip(), task.hidden_information.strip(), *task.test_cases.values()]
+    public = task.problem_description + WRONG_ANSWER  # the signature line is in both
+    secrets += [line.strip() for line in task.ground_truth.splitlines()
+                if len(line.strip()) > 25 and line.strip() not in public]
+    assert len(secrets) > 5
+    prompts = json.dumps(requests)
+    record = trace.model_dump_json() + "".join(p.read_text() for p in (tmp_path / "outputs").rglob("*.jsonl"))
+    assert TASK_ID in prompts or TASK_ID in record
+    for secret in secrets:
+        assert secret not in prompts
+        assert secret not in record
+
+
+def test_no_answer_within_max_turns_scores_0(tmp_path, monkeypatch, task_file):
+    episodes, requests = _evaluate(tmp_path, monkeypatch, _script(QUESTION), tasks=task_file, max_turns=3)
+    trace = _only_trace(episodes)
+
+    assert trace.reward == 0.0
+    assert trace.metrics == {"success": 0.0, "answered": 0.0, "human_turns": 2.0}
+    assert trace.info["colbench"]["outcome"] == "no_answer"
+    assert len(requests) == 3  # the third message reached the limit: no human reply, no fourth request
+
+
+def test_the_model_endpoint_failing_fails_the_episode_with_its_message(tmp_path, monkeypatch, task_file):
+    def refuse(body):
+        return {"choices": "not a list"}  # a malformed upstream response
+
+    episodes, _ = _evaluate(tmp_path, monkeypatch, refuse, tasks=task_file)
+    assert len(episodes) == 1
+    assert not episodes[0].ok
+    errors = [error.message for error in episodes[0].errors] + [
+        error.message for trace in episodes[0].traces for error in trace.errors]
+    assert any("chat completion failed" in message or "malformed" in message for message in errors), errors
+
+
+def test_load_environment_lists_the_tasks_with_only_the_request_and_the_instructions(task):
+    env = load_environment(tasks="train", max_turns=4)
+    assert isinstance(env, vf.Env)
+    rows = {t.data.task_id: t for t in env.taskset}
+    assert len(rows) == len(resolve_tasks("train", "backend"))
+    row = rows[TASK_ID]
+    assert row.data.prompt == task.problem_description
+    assert "at most 4 turns" in row.data.system_prompt and ANSWER_MARKER in row.data.system_prompt
+    assert task.ground_truth.strip() not in row.data.model_dump_json()
+
+
+def test_load_environment_refuses_half_a_simulator_with_a_clear_message():
+    with pytest.raises(ValueError, match="simulator_base_url and simulator_model go together"):
+        load_environment(simulator_base_url="http://127.0.0.1:1/v1")
