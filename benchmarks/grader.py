@@ -52,6 +52,11 @@ the sandbox's CPU goes, per child:
                deadlines, output limit);
 - and, per answer, the rest of the grader's own time (preparing answers, comparing outputs).
 
+``--looping`` measures instead what an answer that loops forever costs through
+``gym.make("ColBench-Backend-v0")`` (the shared default grader: a 2 s timeout per test, one worker
+per CPU) on a task of 10 tests, alone and 4 at once, with the default answer budget and without one
+(``answer_budget_s=math.inf``, as before the budget), and prints the ratio.
+
 It also measures the floor of any design that gives each answer a fresh process: a bare warm
 interpreter that forks a child per answer, which runs the answer and exits (no sandbox, limits,
 reference or supervision).
@@ -267,6 +272,56 @@ def _fresh_process_main(args) -> None:
                       "reference_runs": info["reference_runs"], "disk_hits": info["disk_hits"]}))
 
 
+_LOOPING_ROW = {
+    "task_id": "loop",
+    "problem_description": "Scale a number. The signature of the function is: def scale(x)",
+    "ground_truth": "def scale(x):\n    return x * 3\n",
+    "hidden_information": "def scale(x):\n    return x * 3\n",
+    "test_cases": {f"t{i}": f"scale({i})" for i in range(10)},
+}
+_LOOPING_ANSWER = "I WANT TO ANSWER:\ndef scale(x):\n    while True:\n        pass\n"
+
+
+def looping_costs(at_once: int = 4) -> dict:
+    """Seconds a looping answer takes through gym.make, alone and ``at_once`` together, with the default
+    budget and with none; each answer's ``info["grader"]``."""
+    import math
+    import threading
+
+    import gymnasium as gym
+
+    import colbench_gym  # noqa: F401 (registers the ids)
+    from colbench_gym.execution import default_grader
+    from colbench_gym.simulators import ScriptedSimulator
+
+    default_grader().warm_up()
+
+    def play(budget: float | None, out: list, index: int) -> None:
+        env = gym.make("ColBench-Backend-v0", tasks=[_LOOPING_ROW], simulator=ScriptedSimulator(["x3"]),
+                       answer_budget_s=budget)
+        env.reset(seed=0)
+        started = time.perf_counter()
+        info = env.step(_LOOPING_ANSWER)[4]
+        out[index] = (time.perf_counter() - started, info["grader"])
+        env.close()
+
+    numbers = {}
+    for label, budget in (("default budget", None), ("no budget", math.inf)):
+        alone: list = [None]
+        play(budget, alone, 0)
+        together: list = [None] * at_once
+        threads = [threading.Thread(target=play, args=(budget, together, i)) for i in range(at_once)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        numbers[label] = {"alone_s": alone[0][0], "alone_grader": alone[0][1], "together_wall_s": time.perf_counter() - started,
+                          "together_each_s": [seconds for seconds, _ in together],
+                          "together_grader": [grader for _, grader in together]}
+    return numbers
+
+
 def fresh_process_floor_ms(items) -> float:
     """CPU milliseconds per answer of :data:`_FRESH_PROCESS_FLOOR` on these answers (best of three runs)."""
     import subprocess
@@ -302,6 +357,24 @@ def _per_child(breakdown: dict[str, float], answers: int) -> dict[str, float]:
     return out
 
 
+def _print_looping(numbers: dict, json_path: Path | None) -> None:
+    budgeted, unlimited = numbers["default budget"], numbers["no budget"]
+    grader = budgeted["alone_grader"]
+    spent = [g["spent_s"] for g in budgeted["together_grader"]]
+    print(f"a looping answer through gym.make, 10 tests, 2 s per test, {os.cpu_count()} workers, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(f"default budget ({grader['budget_s']:g} s): alone {budgeted['alone_s']:.2f} s (spent {grader['spent_s']:.2f} s, "
+          f"{grader['tests_cut']} tests cut); 4 at once {budgeted['together_wall_s']:.2f} s wall, each "
+          f"{min(budgeted['together_each_s']):.2f} to {max(budgeted['together_each_s']):.2f} s, spent "
+          f"{min(spent):.2f} to {max(spent):.2f} s")
+    print(f"no budget (as before): alone {unlimited['alone_s']:.2f} s; 4 at once {unlimited['together_wall_s']:.2f} s wall, "
+          f"each {min(unlimited['together_each_s']):.2f} to {max(unlimited['together_each_s']):.2f} s")
+    print(f"ratio no budget / default budget: alone {unlimited['alone_s'] / budgeted['alone_s']:.1f}, "
+          f"4 at once {unlimited['together_wall_s'] / budgeted['together_wall_s']:.1f}")
+    if json_path:
+        json_path.write_text(json.dumps(numbers, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -312,10 +385,14 @@ def main() -> None:
     parser.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"])
     parser.add_argument("--no-floor", action="store_true", help="skip the fresh-process floor")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    parser.add_argument("--looping", action="store_true", help="measure a looping answer through gym.make instead")
     parser.add_argument("--fresh-process-run", default=None, metavar="CACHE_DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fresh_process_run:
         _fresh_process_main(args)
+        return
+    if args.looping:
+        _print_looping(looping_costs(), args.json)
         return
 
     if not args.data.exists():

@@ -593,7 +593,7 @@ class Grader:
     def _assemble(self, p: _Prepared, references: list[Outcome | None], report: RunReport) -> GradeResult:
         if p.error:
             tests = [TestResult(name, TestStatus.ERROR, p.error) for name in p.names]
-            return GradeResult.from_tests(tests, error=p.error)
+            return GradeResult.from_tests(tests, error=p.error, budget_s=report.budget_s)
         candidate_outcomes = iter(report.outcomes)
         tests = []
         for name, call, ok, reference in zip(p.names, p.calls, p.valid, references):

@@ -23,9 +23,9 @@ off), else ``$COLBENCH_CACHE/references``, else ``~/.cache/colbench/references``
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
-import tempfile
 import threading
 import warnings
 from pathlib import Path
@@ -63,6 +63,8 @@ class ReferenceDiskCache:
         self.corrupt = 0
         self._lock = threading.Lock()
         self._warned = False
+        self._folders: set[Path] = set()  # made (or found) already: no mkdir per entry
+        self._serial = itertools.count()
 
     @staticmethod
     def key(environment: str, reference: str, calls: tuple[str, ...] | list[str]) -> str:
@@ -103,12 +105,20 @@ class ReferenceDiskCache:
         path = self.path(key)
         temporary = None
         try:
-            text = json.dumps({"format": FORMAT, "key": key, "outcomes": rows}, ensure_ascii=True,
-                              separators=(",", ":"))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-            with os.fdopen(descriptor, "w", encoding="ascii") as handle:
-                handle.write(text)
+            data = json.dumps({"format": FORMAT, "key": key, "outcomes": rows}, ensure_ascii=True,
+                              separators=(",", ":")).encode("ascii")
+            if path.parent not in self._folders:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._folders.add(path.parent)
+            # A name no other writer uses (process, thread, serial), in the entry's folder: the rename is atomic.
+            temporary = path.parent / f".{os.getpid()}-{threading.get_ident()}-{next(self._serial)}.tmp"
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(descriptor, view):]
+            finally:
+                os.close(descriptor)
             os.replace(temporary, path)
             temporary = None
         except (OSError, ValueError, RecursionError) as err:
