@@ -142,7 +142,8 @@ def test_a_slow_answer_past_the_budget_is_cut_where_it_ran_out(grader):
     result = grader.grade(slow, REFERENCE, TESTS)  # 1 s: about four tests and a bit
     statuses = [test.status for test in result.tests]
     passed = statuses.count(TestStatus.PASSED)
-    assert 3 <= passed <= 4 and statuses == [TestStatus.PASSED] * passed + [TestStatus.TIMEOUT] * (10 - passed)
+    # A loaded machine may delay the child a little: two or three tests may pass where four fit.
+    assert 2 <= passed <= 4 and statuses == [TestStatus.PASSED] * passed + [TestStatus.TIMEOUT] * (10 - passed)
     assert result.out_of_budget and result.tests_cut == 10 - passed
     assert "ran out during this test (wall-clock time)" in result.tests[passed].detail
     assert all(test.detail.startswith("not run:") for test in result.tests[passed + 1:])
