@@ -199,6 +199,12 @@ def test_the_pipeline_runs_the_warm_start_first_and_starts_every_stage_from_it(t
     assert cli.main(["collect", "--config", str(tiny_config["path"])]) == 0
     assert "[collect] skipped" in capsys.readouterr().out
 
+    # the run's report shows the stage and its training curve
+    from sweet_trl.report import build_report
+
+    html = build_report(str(tiny_config["run"]), None).read_text()
+    assert "Warm start (SFT on scripted expert dialogues)" in html and "warm_start" in html
+
     # another warm start (more steps) is trained again, and the stages after it run again
     changed = _write(tiny_config, "more_steps", **{"warm_start.max_steps": 3})
     third = io.StringIO()
@@ -231,3 +237,14 @@ def test_a_warm_start_without_data_is_a_clear_error(tiny_config, capsys):
                       **{"warm_start.demonstrations": str(failed)})
     assert cli.main(["warm-start", "--config", str(unusable)]) == 1
     assert "no trajectory to imitate among 1" in capsys.readouterr().err
+
+
+def test_the_shipped_warm_start_config_parses_and_starts_from_its_warm_start():
+    from sweet_trl.configs import config_path
+
+    config = pipeline.load_yaml(config_path("warm_start_cpu"))
+    pipeline._check_keys(config, everything=True)
+    run, model_config, sft, options = pipeline._parse(pipeline.STAGES["warm_start"], config, [])
+    assert run.policy_model == "embedded" and run.max_turns == 2 and model_config.use_peft
+    assert options.warm_start_tasks == 400 and options.demonstrations is None and sft.learning_rate > 1e-5
+    assert not sft.bf16 and sft.max_turns == run.max_turns  # the dialogues' instructions say the run's turn limit

@@ -266,7 +266,8 @@ def _rewards_section(data: RunData) -> str:
 
 def _training_section(data: RunData) -> str:
     panels = []
-    for stage, title in (("train_critic", "Critic (Bradley-Terry on trajectory pairs)"),
+    for stage, title in (("warm_start", "Warm start (SFT on scripted expert dialogues)"),
+                         ("train_critic", "Critic (Bradley-Terry on trajectory pairs)"),
                          ("train_policy", "Policy (turn-level DPO on critic-ranked pairs)"),
                          ("baseline_rft", "Baseline: rejection fine-tuning"),
                          ("baseline_mtdpo", "Baseline: multi-turn DPO")):
