@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +30,7 @@ TASK_ID = "b-001-shipping-cost"
 QUESTION = "Should heavier parcels cost more, and by how much?"
 WRONG_ANSWER = "def shipping_cost(weight_kg, destination):\n    return 5.0"
 API_KEY_VAR = "COLBENCH_VERIFIERS_TEST_KEY"
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -166,3 +171,50 @@ def test_load_environment_lists_the_tasks_with_only_the_request_and_the_instruct
 def test_load_environment_refuses_half_a_simulator_with_a_clear_message():
     with pytest.raises(ValueError, match="simulator_base_url and simulator_model go together"):
         load_environment(simulator_base_url="http://127.0.0.1:1/v1")
+
+
+def _v1_eval_command():
+    """verifiers' own eval CLI: ``vf-eval`` in 0.4, ``eval`` in 0.3 (whose ``vf-eval`` is the legacy API's)."""
+    from importlib.metadata import entry_points
+
+    names = [ep.name for ep in entry_points(group="console_scripts") if ep.value == "verifiers.v1.cli.eval.main:main"]
+    if not names:
+        pytest.skip("this verifiers release has no v1 eval command")
+    return str(Path(sys.executable).parent / names[0])
+
+
+@pytest.mark.slow
+def test_the_eval_command_runs_colbench_by_its_plugin_id(tmp_path, task, task_file):
+    command = _v1_eval_command()
+    with FakeOpenAIServer(_script(QUESTION, _answer(task.ground_truth.strip()))) as server:
+        args = [command, "colbench_verifiers", "--env.taskset.tasks", task_file, "-n", "1", "-r", "1",
+                "-m", "scripted-policy", "--client.base-url", server.base_url, "--client.api-key-var", API_KEY_VAR,
+                "--no-push", "--no-rich", "-o", str(tmp_path / "outputs")]
+        if "serve" in EvalConfig.model_fields:
+            args.append("--no-serve")
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **{API_KEY_VAR: "not-a-secret"})
+        result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    traces = [json.loads(line) for path in (tmp_path / "outputs").rglob("traces.jsonl")
+              for line in path.read_text().splitlines() if line.strip()]
+    assert len(traces) == 1
+    text = json.dumps(traces[0])
+    assert '"colbench_score"' in text and '"success": 1.0' in text
+    assert task.ground_truth.strip().splitlines()[1].strip() not in json.dumps(traces[0].get("task", {}))
+
+
+@pytest.mark.slow
+def test_the_env_server_path_scores_as_in_process(tmp_path, monkeypatch, task, task_file):
+    """verifiers 0.3 evaluates through env-server worker processes by default (the path prime-rl trains through)."""
+    if "serve" not in EvalConfig.model_fields:
+        pytest.skip("this verifiers release runs vf-eval in-process only")
+    monkeypatch.setenv(API_KEY_VAR, "not-a-secret")
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
+    with FakeOpenAIServer(_script(QUESTION, _answer(task.ground_truth.strip()))) as server:
+        config = EvalConfig(env={"taskset": {"id": TASKSET_ID, "tasks": task_file}}, model="scripted-policy",
+                            client={"base_url": server.base_url, "api_key_var": API_KEY_VAR}, num_rollouts=1,
+                            push=False, rich=None, output_dir=str(tmp_path / "outputs"))
+        episodes = asyncio.run(run_eval(config))
+    trace = _only_trace(episodes)
+    assert trace.reward == 1.0
+    assert trace.metrics["human_turns"] == 1.0
