@@ -55,11 +55,12 @@ def _script(*replies):
     return respond
 
 
-def _evaluate(tmp_path, monkeypatch, responder, **taskset):
+def _evaluate(tmp_path, monkeypatch, responder, agent=None, **taskset):
     """One ``vf-eval`` run in this process (verifiers' ``run_eval``); returns its episodes and the model's requests."""
     monkeypatch.setenv(API_KEY_VAR, "not-a-secret")
+    env = {"taskset": {"id": TASKSET_ID, **taskset}, **({"agent": agent} if agent else {})}
     with FakeOpenAIServer(responder) as server:
-        options = dict(env={"taskset": {"id": TASKSET_ID, **taskset}}, model="scripted-policy",
+        options = dict(env=env, model="scripted-policy",
                        client={"base_url": server.base_url, "api_key_var": API_KEY_VAR},
                        num_rollouts=1, push=False, rich=None, output_dir=str(tmp_path / "outputs"))
         if "serve" in EvalConfig.model_fields:  # verifiers 0.3 serves from worker processes by default
@@ -155,6 +156,32 @@ def test_the_model_endpoint_failing_fails_the_episode_with_its_message(tmp_path,
     errors = [error.message for error in episodes[0].errors] + [
         error.message for trace in episodes[0].traces for error in trace.errors]
     assert any("chat completion failed" in message or "malformed" in message for message in errors), errors
+
+
+def test_the_agents_own_turn_limit_ends_the_dialogue_as_a_dialogue_without_answer(tmp_path, monkeypatch, task_file):
+    episodes, requests = _evaluate(tmp_path, monkeypatch, _script(QUESTION), agent={"max_turns": 2}, tasks=task_file)
+    trace = _only_trace(episodes)
+
+    assert len(requests) == 2
+    assert trace.reward == 0.0
+    assert trace.info["colbench"]["outcome"] == "stopped"
+    assert trace.metrics["answered"] == 0.0
+
+
+def test_a_grader_failure_fails_the_episode_instead_of_scoring_0(tmp_path, monkeypatch, task, task_file):
+    from colbench_gym.envs.backend import BackendEnv
+
+    def broken_grader(self, answer):
+        return 0.0, {"success": False, "tests": [],
+                     "grader": {"status_counts": {"infra_error": 10}, "infra_error": True}}
+
+    monkeypatch.setattr(BackendEnv, "score_answer", broken_grader)
+    episodes, _ = _evaluate(tmp_path, monkeypatch, _script(_answer(task.ground_truth.strip())), tasks=task_file)
+    assert len(episodes) == 1
+    assert not episodes[0].ok
+    messages = [error.message for error in episodes[0].errors]
+    assert any("the grader or the browser failed on task 'b-001-shipping-cost' (not the policy's failure)" in m
+               for m in messages), messages
 
 
 def test_load_environment_lists_the_tasks_with_only_the_request_and_the_instructions(task):
