@@ -245,3 +245,24 @@ def test_the_env_server_path_scores_as_in_process(tmp_path, monkeypatch, task, t
     trace = _only_trace(episodes)
     assert trace.reward == 1.0
     assert trace.metrics["human_turns"] == 1.0
+
+
+@pytest.mark.browser
+def test_the_frontend_scores_the_final_page_by_similarity(tmp_path, monkeypatch):
+    target = resolve_tasks("train", "frontend")[0]
+    path = tmp_path / "one_page.jsonl"
+    path.write_text(json.dumps({"problem_description": target.problem_description,
+                                "ground_truth": target.ground_truth}) + "\n")
+    page = "<html><body class='bg-blue-500'><h1>Hello</h1></body></html>"
+    policy = _script(f"Here is a draft: {page}", f"{ANSWER_MARKER} {page}")
+    episodes, requests = _evaluate(tmp_path, monkeypatch, policy, env_id="ColBench-Frontend-v0", tasks=str(path),
+                                   similarity="ssim")
+    trace = _only_trace(episodes)
+    assert trace.info["colbench"]["render_status"] == "ok"
+    assert trace.info["colbench"]["similarity_metric"] == "ssim"
+    assert 0.0 < trace.reward < 1.0
+    assert trace.reward == trace.info["colbench"]["score"]
+    reply = trace.messages[3].content
+    assert reply.startswith("The main differences from the page I want")
+    assert requests[1]["messages"][-1]["content"] == reply
+    assert target.ground_truth not in json.dumps(requests)

@@ -13,9 +13,10 @@ under the taskset id ``colbench_gym.integrations.verifiers``:
   privileged=False)``): each reply of the policy is one ``env.step``; the simulated human's answer is the next user
   turn; the dialogue ends when the policy writes ``I WANT TO ANSWER:`` (scored by the sandboxed grader or the
   renderer) or after ``max_turns`` messages. The score is the trace's reward ``colbench_score`` (weight 1);
-  ``success``, ``answered`` and ``human_turns`` are metrics; ``trace.info["colbench"]`` has the task id, the outcome
-  and the grader's status counts. A failure of the grader or the browser (never the policy's) fails the episode,
-  so that verifiers retries it (``--env.retries``) or the trainer drops it, instead of training on a false 0.
+  ``success``, ``answered`` and ``human_turns`` are metrics; ``trace.info["colbench"]`` has the task id, the outcome,
+  the grader's status counts (backend) or the render status and the page metric (frontend). A failure of the grader
+  or the browser (never the policy's) fails the episode with its reason, so that verifiers retries it
+  (``--env.retries.max-retries``) or the trainer drops it, instead of training on a false 0.
 * :class:`ColBenchChatHarness` (the taskset's default harness) is a plain chat loop without tools, run in the
   evaluating process: one chat completion per turn, through the interception endpoint. It needs no sandbox
   runtime and no ``uv``; verifiers' own ``null`` harness (``--env.agent.harness.id null``) plays the same dialogue
@@ -208,6 +209,7 @@ class ColBenchEnv(vf.Env[ColBenchEnvConfig]):
             "grader_status": grader.get("status"),
             "status_counts": grader.get("status_counts"),
             "render_status": info.get("render_status"),
+            "similarity_metric": info.get("similarity_metric"),
             "simulator_error": info.get("simulator_error"),
         }
         if _infra_error(info):
