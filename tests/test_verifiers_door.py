@@ -55,14 +55,15 @@ def _script(*replies):
     return respond
 
 
-def _evaluate(tmp_path, monkeypatch, responder, agent=None, **taskset):
+def _evaluate(tmp_path, monkeypatch, responder, agent=None, sampling=None, **taskset):
     """One ``vf-eval`` run in this process (verifiers' ``run_eval``); returns its episodes and the model's requests."""
     monkeypatch.setenv(API_KEY_VAR, "not-a-secret")
     env = {"taskset": {"id": TASKSET_ID, **taskset}, **({"agent": agent} if agent else {})}
     with FakeOpenAIServer(responder) as server:
         options = dict(env=env, model="scripted-policy",
                        client={"base_url": server.base_url, "api_key_var": API_KEY_VAR},
-                       num_rollouts=1, push=False, rich=None, output_dir=str(tmp_path / "outputs"))
+                       num_rollouts=1, push=False, rich=None, output_dir=str(tmp_path / "outputs"),
+                       sampling=sampling or {})
         if "serve" in EvalConfig.model_fields:  # verifiers 0.3 serves from worker processes by default
             options["serve"] = None
         episodes = asyncio.run(run_eval(EvalConfig(**options)))
@@ -85,7 +86,7 @@ def _answer(code):
 def test_one_question_then_the_right_function_scores_1_and_the_human_reply_is_in_the_dialogue(
         tmp_path, monkeypatch, task, task_file):
     episodes, requests = _evaluate(tmp_path, monkeypatch, _script(QUESTION, _answer(task.ground_truth.strip())),
-                                   tasks=task_file)
+                                   sampling={"temperature": 0.0, "max_tokens": 512}, tasks=task_file)
     trace = _only_trace(episodes)
 
     assert trace.reward == 1.0
@@ -103,6 +104,8 @@ def test_one_question_then_the_right_function_scores_1_and_the_human_reply_is_in
     assert "20" in reply and "10" in reply  # the offline human states the hidden rule: over 20 kg costs 10 more
     assert len(requests) == 2
     assert requests[1]["messages"][-1] == {"role": "user", "content": reply}
+    assert all(r["model"] == "scripted-policy" and r["temperature"] == 0.0 and r["max_tokens"] == 512
+               for r in requests)  # the run's sampling settings reach the model on every turn
     assert trace.messages[4].content.startswith(ANSWER_MARKER)
 
 
