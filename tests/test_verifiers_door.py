@@ -198,9 +198,13 @@ def test_load_environment_lists_the_tasks_with_only_the_request_and_the_instruct
     assert task.ground_truth.strip() not in row.data.model_dump_json()
 
 
-def test_load_environment_refuses_half_a_simulator_with_a_clear_message():
+def test_load_environment_refuses_bad_settings_with_clear_messages():
     with pytest.raises(ValueError, match="simulator_base_url and simulator_model go together"):
         load_environment(simulator_base_url="http://127.0.0.1:1/v1")
+    with pytest.raises(FileNotFoundError, match="'no-such-split' is neither a built-in split"):
+        load_environment(tasks="no-such-split")  # at construction, not in every rollout
+    with pytest.raises(ValueError, match="taskset.env_id"):
+        load_environment(env_id="CartPole-v1")
 
 
 def _v1_eval_command():

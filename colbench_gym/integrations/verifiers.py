@@ -34,7 +34,6 @@ From Python, :func:`load_environment` returns the ``vf.Env`` (``env.taskset`` li
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, Literal
 
 from colbench_gym._optional import require
@@ -125,8 +124,6 @@ class ColBenchTaskset(vf.Taskset[ColBenchTask, ColBenchConfig]):
 class ColBenchChatHarnessConfig(vf.HarnessConfig):
     """The in-process chat loop's knobs (none beyond a harness's own)."""
 
-    id: str = TASKSET_ID
-
 
 class ColBenchChatHarness(vf.Harness[ColBenchChatHarnessConfig]):
     """One chat completion per turn, sent from this process to the rollout's interception endpoint.
@@ -158,7 +155,7 @@ class ColBenchChatHarness(vf.Harness[ColBenchChatHarnessConfig]):
             return ProgramResult(1, "", f"the model endpoint could not be reached: {type(err).__name__}: {err}")
         if response.status_code >= 400:
             return ProgramResult(1, "", f"chat completion failed: HTTP {response.status_code}: {response.text}")
-        return ProgramResult(0, json.dumps({"status": response.status_code}), "")
+        return ProgramResult(0, "", "")  # the interception server recorded the turn on the trace
 
 
 # -- the episode ---------------------------------------------------------------------------------------------------
@@ -177,6 +174,7 @@ class ColBenchEnv(vf.Env[ColBenchEnvConfig]):
         super().__init__(config)
         taskset_config = self.taskset.config
         self._factory = _EnvFactory(taskset_config.env_id, taskset_config.make_kwargs())
+        self._factory.tasks  # noqa: B018  (a bad task source fails here, with its message, not in every rollout)
 
     async def run(self, task: ColBenchTask, agents: vf.Agents) -> None:
         env = await asyncio.to_thread(self._factory.make)
@@ -192,7 +190,7 @@ class ColBenchEnv(vf.Env[ColBenchEnvConfig]):
             segment = await interaction.turn()  # the request is the task's prompt: the policy speaks first
             while True:
                 if segment.terminated:  # the agent's own limits ended the run before an answer
-                    reward, extra = env.unwrapped.score_without_answer()
+                    reward, extra = await asyncio.to_thread(env.unwrapped.score_without_answer)
                     info = {"outcome": "stopped", **extra}
                     break
                 _, reward, terminated, truncated, info = await asyncio.to_thread(env.step, segment.last_reply)
