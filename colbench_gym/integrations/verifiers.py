@@ -1,9 +1,10 @@
 """ColBench as a ``verifiers`` environment (``pip install 'colbench-gym[verifiers]'``), for ``vf-eval`` and prime-rl.
 
-verifiers 0.4 describes an environment as a *taskset* (the rows a rollout starts from), an ``Env`` (the control
-flow of one episode) and a *harness* (the program that plays the agent's seat and sends its model calls through
-verifiers' interception server, which records them on the trace). This module is all three, found by verifiers
-under the taskset id ``colbench_gym.integrations.verifiers``:
+verifiers' v1 API (0.3.1 and 0.4) describes an environment as a *taskset* (the rows a rollout starts from), an
+``Env`` (the control flow of one episode) and a *harness* (the program that plays the agent's seat and sends its
+model calls through verifiers' interception server, which records them on the trace). This module is all three;
+verifiers finds them by the plugin id ``colbench_verifiers`` (a top-level package that re-exports them: plugin ids
+cannot be dotted module paths):
 
 * :class:`ColBenchTaskset` loads the tasks of a task source (``--env.taskset.tasks train``: any ``tasks=`` that
   ``gym.make`` takes as a string). A row carries the environment's instructions (system prompt), the human's
@@ -12,20 +13,22 @@ under the taskset id ``colbench_gym.integrations.verifiers``:
 * :class:`ColBenchEnv` plays one episode per rollout on a Gymnasium environment of its own (``gym.make(...,
   privileged=False)``): each reply of the policy is one ``env.step``; the simulated human's answer is the next user
   turn; the dialogue ends when the policy writes ``I WANT TO ANSWER:`` (scored by the sandboxed grader or the
-  renderer) or after ``max_turns`` messages. The score is the trace's reward ``colbench_score`` (weight 1);
-  ``success``, ``answered`` and ``human_turns`` are metrics; ``trace.info["colbench"]`` has the task id, the outcome,
-  the grader's status counts (backend) or the render status and the page metric (frontend). A failure of the grader
-  or the browser (never the policy's) fails the episode with its reason, so that verifiers retries it
-  (``--env.retries.max-retries``) or the trainer drops it, instead of training on a false 0.
+  renderer), after ``max_turns`` messages, or when the agent's own limits (``--env.agent.max-turns``) end its run.
+  The score is the trace's reward ``colbench_score`` (weight 1); ``success``, ``answered`` and ``human_turns`` are
+  metrics; ``trace.info["colbench"]`` has the task id, the outcome, the grader's status counts (backend) or the
+  render status and the page metric (frontend). A failure of the grader or the browser (never the policy's) fails
+  the episode with its reason, so that verifiers retries it (``--env.retries.max-retries``) or the trainer drops
+  it, instead of training on a false 0.
 * :class:`ColBenchChatHarness` (the taskset's default harness) is a plain chat loop without tools, run in the
-  evaluating process: one chat completion per turn, through the interception endpoint. It needs no sandbox
-  runtime and no ``uv``; verifiers' own ``null`` harness (``--env.agent.harness.id null``) plays the same dialogue
-  from a ``uv`` script.
+  evaluating process: one chat completion per turn, through the interception endpoint, with the run's model and
+  sampling settings. It needs no sandbox runtime and no ``uv``, and the seat's runtime defaults to ``subprocess``
+  (verifiers' default is a remote Prime sandbox).
 
-From the command line (any OpenAI-compatible server; ``--no-push`` keeps the results local)::
+From the command line, with any OpenAI-compatible server (``vf-eval`` in verifiers 0.4; in 0.3.1 the same command
+is ``eval``, its ``vf-eval`` being the legacy API's; ``--no-push`` keeps the results local)::
 
-    vf-eval colbench_gym.integrations.verifiers --env.taskset.tasks procedural:test -n 20 -r 4 \\
-        -m Qwen/Qwen3-1.7B --client.base-url http://localhost:8000/v1 --client.api-key-var OPENAI_API_KEY --no-push
+    vf-eval colbench_verifiers --env.taskset.tasks procedural:test -n 20 -r 4 -m Qwen/Qwen3-1.7B \\
+        --client.base-url http://localhost:8000/v1 --client.api-key-var OPENAI_API_KEY --no-push
 
 From Python, :func:`load_environment` returns the ``vf.Env`` (``env.taskset`` lists the tasks; ``env.serving()`` and
 ``env.run_slot`` / ``env.run_episode`` run episodes, as ``vf-eval`` does).
