@@ -8,8 +8,9 @@ from disjoint pools of everything that varies apart from the hidden unit itself:
 - the filler questions and final answers of the agent (``fillers``, ``answers``),
 - the function name in the ground truth, so the privileged text ``c`` of a held-out task is never a training one.
 
-The units (``DETAILS``) and the decisive question's wording are shared: they are what the task is about, as the
-code a unit names would be in ColBench. :func:`assert_held_out` checks this on the rows a test actually uses
+The units (``DETAILS``), the decisive question's wording and the one message a failure of kind ``"assume"`` says
+instead (``ASSUMPTION``) are shared: they are what the task is about, as the code a unit names would be in
+ColBench, and a behaviour a held-out test asks a trainer to avoid must be one it could have learned to avoid. :func:`assert_held_out` checks this on the rows a test actually uses
 (trajectory records, critic pairs, turn pairs, multi-turn DPO pairs) and fails the test otherwise.
 
     train, held_out = split_trajectories(64, 32, seed=3, failure="wrong_detail")
@@ -24,6 +25,7 @@ from typing import Any
 
 from helpers_tiny_models import (
     ANSWERS,
+    ASSUMPTION,
     DETAILS,
     FILLERS,
     collaborative_trajectories,
@@ -32,6 +34,8 @@ from helpers_tiny_models import (
 )
 
 HUMAN_REPLY = "Okay, noted."
+# The agent messages training and held-out rows may share: the decisive questions (one per unit) and ASSUMPTION
+SHARED_AGENT_TEXTS = frozenset({decisive_question(d) for d in DETAILS} | {ASSUMPTION})
 
 TRAIN_POOL = {
     "descriptions": ("Write a unit converter.", "Write a function that converts a measurement."),
@@ -133,8 +137,8 @@ def assert_held_out(train: Sequence[Mapping[str, Any]], held_out: Sequence[Mappi
 
     Rows may be trajectory records, critic pairs, turn pairs or multi-turn DPO pairs (two lists of different
     kinds may be compared: a critic's training records against the turn pairs built for a policy). A turn state
-    counts as seen when a training dialogue passes through it. ``shared_agent_texts`` defaults to the decisive
-    questions (one per unit), which both sides must share for the task to be learnable at all.
+    counts as seen when a training dialogue passes through it. ``shared_agent_texts`` defaults to
+    :data:`SHARED_AGENT_TEXTS`, which both sides must share for the task to be learnable at all.
     """
     train, held_out = list(train), list(held_out)
     assert train and held_out, "an empty side proves nothing"
@@ -147,7 +151,7 @@ def assert_held_out(train: Sequence[Mapping[str, Any]], held_out: Sequence[Mappi
         assert not rows & seen[0], f"held-out row {index} is a training row"
         assert not contexts & seen[1], f"held-out row {index} shares a dialogue or turn state with training"
         assert not privileged & seen[2], f"held-out row {index} has a training task's privileged text: {privileged}"
-    allowed = set(shared_agent_texts) if shared_agent_texts is not None else {decisive_question(d) for d in DETAILS}
+    allowed = set(shared_agent_texts if shared_agent_texts is not None else SHARED_AGENT_TEXTS)
     common = (agent_texts(train) & agent_texts(held_out)) - allowed
     assert not common, f"agent messages both trained on and held out: {sorted(common)[:5]}"
 

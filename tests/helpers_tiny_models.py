@@ -124,6 +124,9 @@ def save_tiny_model(path: str | Path, extra_corpus: Iterable[str] = (), **model_
 # ---------------------------------------------------------------------------------------------------------------
 # Synthetic collaborative trajectories: the reward is decided by one agent turn.
 
+FAILURES = ("wrong_detail", "no_question", "assume", "answer_early")
+# What a failed trajectory says at its decisive turn with failure="assume": one message, the same in every pool
+ASSUMPTION = "Let me assume the usual unit."
 DETAILS = ("celsius", "kelvin", "meters", "inches", "grams", "pounds", "seconds", "hours")
 FILLERS = (
     "What should the function be called?",
@@ -169,10 +172,16 @@ def collaborative_trajectories(
 
     Each task hides one detail (a unit from ``details``) in its ground truth. In every trajectory one agent turn,
     at a random position, is decisive: successful trajectories (reward 1.0) ask ``decisive_question(detail)``.
-    Failed ones (reward 0.0) ask about another unit (``failure="wrong_detail"``: recognisable only by comparing the
-    turn with the ground truth) or ask an unrelated filler (``failure="no_question"``: visible without it). The
-    other turns are fillers, the human always answers "Okay, noted.", and the final turn is an answer that does not
-    depend on the reward. Trajectories alternate success and failure per task. With ``shared_context=True`` the
+    Failed ones (reward 0.0), by ``failure``:
+
+    - ``"wrong_detail"``: ask about another unit (recognisable only by comparing the turn with the ground truth);
+    - ``"no_question"``: ask an unrelated filler (visible without it);
+    - ``"assume"``: say :data:`ASSUMPTION`, the same message in every task and pool;
+    - ``"answer_early"``: give the final answer at the decisive turn, which ends the dialogue (the answer's text is
+      one successful trajectories give too, at their end).
+
+    The other turns are fillers, the human always answers "Okay, noted.", and the final turn is an answer that does
+    not depend on the reward. Trajectories alternate success and failure per task. With ``shared_context=True`` the
     trajectories of a task share fillers, their order, the decisive position and the answer. Each record carries
     ``decisive_turn`` (0-based agent turn index) for evaluating credit assignment.
 
@@ -181,7 +190,7 @@ def collaborative_trajectories(
     drawn from: disjoint pools give held-out sets that share no context, filler or privileged text with training.
     With the defaults the records are the same as before these pools existed.
     """
-    if failure not in ("wrong_detail", "no_question"):
+    if failure not in FAILURES:
         raise ValueError(f"unknown failure kind {failure!r}")
     rng = random.Random(seed)
     records = []
@@ -199,17 +208,28 @@ def collaborative_trajectories(
             context_rng = random.Random(f"{seed}/{task_index}") if shared_context else rng
             decisive = context_rng.randrange(num_agent_turns - 1)  # the last turn is always the answer
             chosen_fillers = context_rng.sample(fillers, num_agent_turns - 1)
+            # drawn here only where the dialogue needs it early, so that other kinds draw in their former order
+            answer = context_rng.choice(answers) if failure == "answer_early" else None
             if success:
                 decisive_message = decisive_question(detail)
             elif failure == "wrong_detail":
                 decisive_message = decisive_question(rng.choice([d for d in details if d != detail]))
-            else:
+            elif failure == "no_question":
                 decisive_message = chosen_fillers[-1]
+            elif failure == "assume":
+                decisive_message = ASSUMPTION
+            else:  # "answer_early"
+                decisive_message = answer
             dialogue = [{"role": "user", "content": task["problem_description"]}]
             for turn in range(num_agent_turns - 1):
                 question = decisive_message if turn == decisive else chosen_fillers[turn]
-                dialogue += [{"role": "assistant", "content": question}, {"role": "user", "content": "Okay, noted."}]
-            dialogue.append({"role": "assistant", "content": context_rng.choice(answers)})
+                dialogue.append({"role": "assistant", "content": question})
+                if question == answer:
+                    break
+                dialogue.append({"role": "user", "content": "Okay, noted."})
+            else:
+                answer = answer if answer is not None else context_rng.choice(answers)
+                dialogue.append({"role": "assistant", "content": answer})
             records.append({
                 "task": task,
                 "dialogue_history": dialogue,

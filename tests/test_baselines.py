@@ -19,6 +19,7 @@ from helpers_learning import (
     spread,
 )
 from helpers_tiny_models import (
+    ASSUMPTION,
     collaborative_trajectories,
     save_tiny_model,
     synthetic_corpus,
@@ -106,13 +107,6 @@ def test_rft_threshold_for_continuous_rewards():
 SEEDS = range(5)
 
 
-def held_out_split(seed: int):
-    """Training and held-out records from disjoint pools (requests, fillers, answers, ``c``), failures that skip
-    the decisive question: the behaviour that won is visible to a policy without ``c``."""
-    train, held_out = split_trajectories(8, 16, seed=seed, failure="no_question")
-    return train, held_out
-
-
 def agent_nll(model, rows) -> float:
     """Mean negative log-likelihood per agent-turn token of tokenised RFT rows."""
     total, count = 0.0, 0
@@ -126,41 +120,56 @@ def agent_nll(model, rows) -> float:
     return total / count
 
 
-def test_rft_makes_the_successful_turns_more_likely_on_held_out_dialogues(tmp_path):
-    """RFT imitates the successful trajectories of 8 tasks; on 16 held-out tasks (no request, filler, answer or
-    ``c`` in common with training) the agent turns of the successful dialogues get more likely, and at each
-    held-out decisive turn the question that won gains on the filler that lost. Five seeds (data, model, order);
-    asserted on the medians. Measured, median (min-max) over seeds 0-4: NLL drop 1.16 (1.08-1.31) nats per agent
-    token; decisive-turn margin gain 10.1 (8.7-13.3) nats; every held-out pair's margin up in every seed."""
+def message_logps(model, tokenizer, pairs, key: str) -> list[float]:
+    """log pi(pair[key] | prompt) of each turn pair, summed over the message's tokens (as DPO tokenises it)."""
+    from sweet_trl.policy_trainer import _message_logprobs, _prompt_and_message_ids
+
+    model.eval()
+    return _message_logprobs(model, tokenizer, [_prompt_and_message_ids(tokenizer, p["prompt"], p[key])
+                                                for p in pairs], torch)
+
+
+def test_rft_raises_the_successful_turn_over_the_failed_one_on_held_out_dialogues(tmp_path):
+    """RFT on 8 tasks whose failures say ``ASSUMPTION`` ("Let me assume the usual unit.") where the successes ask
+    about the hidden unit; on 16 held-out tasks (no request, filler, answer or ``c`` in common with training) the
+    agent turns of the successful dialogues get more likely, and at each held-out decisive turn the question gains
+    on ``ASSUMPTION``. The assumption is a message training has seen, in failures only: an RFT that imitates every
+    trajectory raises it more than the question (margin gain -25 and -22 nats on seeds 0 and 1: tests/mutations.py,
+    ``rft_imitates_failures``); comparing against a filler training never saw would not tell the two apart. On every seed: NLL drop over 0.5 nats per agent
+    token, margin gain over 3 nats, every held-out pair's margin up. Measured over seeds 0-4 (NLL drop, margin
+    gain, pairs raised): NLL drop 1.16, 1.14, 1.21, 1.08, 1.31; margin gain 17.0, 15.6, 14.3, 13.1, 16.6; every pair
+    raised on every seed."""
     from transformers import AutoModelForCausalLM
     from trl import ModelConfig
 
-    from sweet_trl.policy_trainer import preference_margins
-
     tokenizer = learning_tokenizer()
-    nll_drops, margin_gains, raised = [], [], []
+    rows_by_seed = []
     for seed in SEEDS:
         path = save_tiny_model(tmp_path / f"base{seed}", extra_corpus=learning_corpus(), seed=seed)
-        train, held_out = held_out_split(seed)
+        train, held_out = split_trajectories(8, 16, seed=seed, failure="assume")
         config = RejectionFinetuneConfig(output_dir=str(tmp_path / f"rft{seed}"), per_device_train_batch_size=4,
                                          num_train_epochs=3, seed=seed, **{**FAST, "learning_rate": 1e-2})
         output = train_rejection_finetune(config, train, model_config=ModelConfig(model_name_or_path=path))
         if seed == 0:
             assert {"model.safetensors", "tokenizer.json"} <= {p.name for p in (tmp_path / "rft0").iterdir()}
         pairs = decisive_turn_pairs(held_out)
+        assert {p["rejected"][0]["content"] for p in pairs} == {ASSUMPTION}
         assert_held_out(train, held_out)
         assert_held_out(train, pairs)
         rows = rft_dataset(held_out, tokenizer, config)  # the held-out successful trajectories
         base, tuned = AutoModelForCausalLM.from_pretrained(path), AutoModelForCausalLM.from_pretrained(output)
-        nll_drops.append(agent_nll(base, rows) - agent_nll(tuned, rows))
-        before, after = preference_margins(base, tokenizer, pairs), preference_margins(tuned, tokenizer, pairs)
-        margin_gains.append(statistics.mean(after) - statistics.mean(before))
-        raised.append(statistics.mean(a > b for a, b in zip(after, before)))
-    print(f"NLL drop {spread(nll_drops)} {nll_drops}; decisive margin gain {spread(margin_gains)} {margin_gains}; "
-          f"raised {spread(raised)} {raised}")
-    assert statistics.median(nll_drops) > 0.7, spread(nll_drops)
-    assert statistics.median(margin_gains) > 3.0, spread(margin_gains)
-    assert statistics.median(raised) >= 0.9, spread(raised)
+        nll_drop = agent_nll(base, rows) - agent_nll(tuned, rows)
+        gains = [(tc - tr) - (bc - br) for tc, tr, bc, br in zip(
+            message_logps(tuned, tokenizer, pairs, "chosen"), message_logps(tuned, tokenizer, pairs, "rejected"),
+            message_logps(base, tokenizer, pairs, "chosen"), message_logps(base, tokenizer, pairs, "rejected"))]
+        margin_gain, raised = statistics.mean(gains), statistics.mean(g > 0 for g in gains)
+        rows_by_seed.append((seed, round(nll_drop, 2), round(margin_gain, 1), round(raised, 3)))
+        print(f"seed {seed}: NLL drop {nll_drop:.2f}, decisive margin gain {margin_gain:.1f}, raised {raised:.3f}")
+        assert nll_drop > 0.5, f"seed {seed}: NLL drop {nll_drop:.2f}; (seed, drop, gain, raised) {rows_by_seed}"
+        assert margin_gain > 3.0, f"seed {seed}: decisive margin gain {margin_gain:.1f}; {rows_by_seed}"
+        assert raised == 1.0, f"seed {seed}: held-out pairs raised {raised:.3f}; {rows_by_seed}"
+    print(f"NLL drop {spread([r[1] for r in rows_by_seed])}; decisive margin gain "
+          f"{spread([r[2] for r in rows_by_seed])}; (seed, NLL drop, margin gain, raised) {rows_by_seed}")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -189,7 +198,7 @@ def test_pair_fields_that_are_set_win_over_the_preset():
     records = collaborative_trajectories(3, per_task=3, num_agent_turns=2)
     for record in records:  # nobody passes every test: partial credit only
         record["reward"], record["success"] = (0.5 if record["reward"] else 0.0), False
-    with pytest.raises(ValueError, match="no trajectory pair"):
+    with pytest.raises(ValueError, match="no trajectory pair for multi-turn DPO: in 3 of 3 tasks the best trajectory did not succeed.*require_success=False"):
         multiturn_dpo_pairs(records, MultiTurnDPOConfig(output_dir="unused", pair_preset="backend", **FAST))
     config = MultiTurnDPOConfig(output_dir="unused", pair_preset="backend", require_success=False, **FAST)
     assert config.pair_rule_settings() == {"rule": "best_vs_rest", "require_success": False, "min_reward_gap": 0.0}
@@ -277,21 +286,27 @@ def test_multiturn_dpo_nll_coef_adds_the_chosen_dialogues_agent_token_nll(tmp_pa
     assert losses[0.5] - losses[0.0] == pytest.approx(0.5 * nll, rel=1e-3)
 
 
-def test_multiturn_dpo_prefers_the_successful_dialogues_of_held_out_tasks(tmp_path):
-    """Multi-turn DPO on the pairs of 8 tasks; on the pairs of 16 held-out tasks (no request, filler, answer or
-    ``c`` in common with training) the successful dialogue's agent turns gain log-probability on the failed one's.
-    Five seeds; asserted on the medians. Measured, median (min-max) over seeds 0-4: margin gain 8.2 (7.7-8.5) nats;
-    every held-out pair's margin up in every seed."""
+def test_multiturn_dpo_prefers_asking_to_answering_early_on_held_out_tasks(tmp_path):
+    """Multi-turn DPO on the pairs of 8 tasks whose failures answer at the decisive turn, where the successes ask
+    about the hidden unit first (the answer's text is the same); on the pairs of 16 held-out tasks (no request,
+    filler, answer or ``c`` in common with training) the successful dialogue's agent turns gain log-probability on
+    the failed one's, and at the decisive turn the question gains on the early answer. Answers are what every
+    successful dialogue ends with, so training on the chosen dialogues alone raises the early answer more than the
+    question (about +20 nats against +9 on seeds 0 and 1, a decisive-turn margin gain of -11: tests/mutations.py,
+    ``mtdpo_rejected_unscored``); only the rejected side's gradient holds it back. On every seed: dialogue margin gain over 3 nats with every held-out pair's
+    margin up, decisive-turn margin gain over 2 nats. Measured over seeds 0-4 (dialogue margin gain, pairs raised,
+    decisive-turn margin gain, the early answer's own change): dialogue 14.5, 16.1, 16.6, 17.1, 14.4; every pair
+    raised on every seed; decisive 6.8, 10.8, 10.2, 9.9, 7.3; early answer +4.0, -0.2, +0.6, +1.1, +3.8."""
     from transformers import AutoModelForCausalLM
     from trl import ModelConfig
 
     from sweet_trl.baselines.multiturn_dpo import tokenize_multiturn_pair
 
     tokenizer = learning_tokenizer()
-    gains, raised = [], []
+    rows_by_seed = []
     for seed in SEEDS:
         path = save_tiny_model(tmp_path / f"base{seed}", extra_corpus=learning_corpus(), seed=seed)
-        train, held_out = held_out_split(seed)
+        train, held_out = split_trajectories(8, 16, seed=seed, failure="answer_early")
         config = MultiTurnDPOConfig(output_dir=str(tmp_path / f"mtdpo{seed}"), pair_preset="backend",
                                     per_device_train_batch_size=4, num_train_epochs=3, seed=seed,
                                     **{**FAST, "learning_rate": 3e-3})
@@ -302,18 +317,30 @@ def test_multiturn_dpo_prefers_the_successful_dialogues_of_held_out_tasks(tmp_pa
         assert_held_out(train, held_out)
         assert_held_out(multiturn_dpo_pairs(train, config), pairs)
         tuned, base = AutoModelForCausalLM.from_pretrained(output), AutoModelForCausalLM.from_pretrained(path)
-        seed_gains = []
+        gains = []
         for pair in pairs:
             row = tokenize_multiturn_pair(pair, tokenizer)
             margin = {name: sequence_logps(m, row["chosen_input_ids"], row["chosen_mask"])
                       - sequence_logps(m, row["rejected_input_ids"], row["rejected_mask"])
                       for name, m in (("tuned", tuned), ("base", base))}
-            seed_gains.append(margin["tuned"] - margin["base"])
-        gains.append(statistics.mean(seed_gains))
-        raised.append(statistics.mean(g > 0 for g in seed_gains))
-    print(f"held-out margin gain {spread(gains)} {gains}; pairs raised {spread(raised)} {raised}")
-    assert statistics.median(gains) > 3.0, spread(gains)
-    assert statistics.median(raised) >= 0.9, spread(raised)
+            gains.append(margin["tuned"] - margin["base"])
+        decisive = decisive_turn_pairs(held_out)
+        change = {key: statistics.mean(t - b for t, b in zip(message_logps(tuned, tokenizer, decisive, key),
+                                                             message_logps(base, tokenizer, decisive, key)))
+                  for key in ("chosen", "rejected")}
+        decisive_gain = change["chosen"] - change["rejected"]
+        gain, raised = statistics.mean(gains), statistics.mean(g > 0 for g in gains)
+        rows_by_seed.append((seed, round(gain, 1), round(raised, 3), round(decisive_gain, 1),
+                             round(change["rejected"], 1)))
+        print(f"seed {seed}: held-out dialogue margin gain {gain:.1f}, raised {raised:.3f}; decisive-turn margin "
+              f"gain {decisive_gain:.1f} (early answer {change['rejected']:+.1f})")
+        message = f"seed {seed}; (seed, dialogue gain, raised, decisive gain, early answer) {rows_by_seed}"
+        assert gain > 3.0, message
+        assert raised == 1.0, message
+        assert decisive_gain > 2.0, message
+    print(f"dialogue margin gain {spread([r[1] for r in rows_by_seed])}; decisive-turn margin gain "
+          f"{spread([r[3] for r in rows_by_seed])}; (seed, dialogue gain, raised, decisive gain, early answer) "
+          f"{rows_by_seed}")
 
 
 def test_multiturn_dpo_rejects_other_loss_types():
