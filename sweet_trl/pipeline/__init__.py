@@ -10,13 +10,14 @@ run of each upstream stage it read. Running a complete stage again prints ``skip
 (a re-run upstream stage included) runs it again, and a change to anything else leaves it and its files alone.
 An interrupted stage resumes where it can (the rollout collector appends to its JSONL).
 
-    sweet-rl pipeline --config examples/configs/demo_cpu.yaml        # every stage
-    sweet-rl collect  --config examples/configs/demo_cpu.yaml        # one stage
+    sweet-rl pipeline --config demo_cpu        # every stage (demo_cpu: a shipped config, or a file's path)
+    sweet-rl collect  --config demo_cpu        # one stage
 
 From Python::
 
+    from sweet_trl.configs import config_path
     from sweet_trl.pipeline import run_stage_from_config, run_pipeline
-    run_pipeline("examples/configs/demo_cpu.yaml")
+    run_pipeline(config_path("demo_cpu"))
 """
 
 from __future__ import annotations

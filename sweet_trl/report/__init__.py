@@ -1,6 +1,6 @@
 """A self-contained HTML report of a pipeline run (no external assets: inline CSS, SVG plots, base64 images).
 
-    sweet-rl report --config examples/configs/demo_cpu.yaml       # writes <run_dir>/report.html
+    sweet-rl report --config demo_cpu       # writes <run_dir>/report.html
 
     from sweet_trl.report import build_report
     build_report("runs/demo_cpu")                                 # returns the path of the report

@@ -1,7 +1,7 @@
 """The study: one collection, SWEET-RL and its ablation and baselines trained from it, one held-out evaluation.
 
-    sweet-rl study --config examples/configs/study_cpu.yaml            # make study
-    sweet-rl study --config examples/configs/study_cpu.yaml --study.rounds 2 --collect.collect_seed 1
+    sweet-rl study --config study_cpu            # make study
+    sweet-rl study --config study_cpu --study.rounds 2 --collect.collect_seed 1
 
 Every step is a pipeline stage (:mod:`sweet_trl.pipeline`), so an interrupted study resumes and a finished one
 only recomputes its statistics. The folders under ``run_dir``::
