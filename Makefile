@@ -9,7 +9,7 @@ STAMP := $(VENV)/.setup-stamp
 APT_PACKAGES := chromium chromium-headless-shell bubblewrap fonts-dejavu-core
 TORCH_PIP_ARGS ?=
 
-.PHONY: setup system-deps demo study test test-all benchmarks lint clean
+.PHONY: setup system-deps demo study test test-all benchmarks lint clean mutation-check
 
 setup: $(STAMP)
 
@@ -32,18 +32,23 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 demo: setup
-	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config examples/configs/demo_cpu.yaml
+	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config demo_cpu
 
 # The small-scale study (SWEET-RL, its ablation, RFT, multi-turn DPO, zero-shot; intervals): 93 minutes on run 2's
 # 2-core machine, about 4 hours on one 2.7x slower (benchmarks/RESULTS.md).
 study: setup
-	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config examples/configs/study_cpu.yaml
+	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config study_cpu
 
 test: setup
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 
 test-all: setup
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m ""
+
+# Every named breakage of the trainers (tests/mutations.py) must turn its tests red; prints the table breakage ->
+# test. CI runs it after `make test` with MUTATION_ARGS=--skip-baseline (the suite has just run the tests unbroken).
+mutation-check: setup
+	HF_HUB_OFFLINE=1 $(PY) scripts/mutation_check.py $(MUTATION_ARGS)
 
 benchmarks: setup
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -6,14 +6,15 @@ that reads c can tell them apart. Every seed draws its own training and held-out
 (requests, fillers, answers, privileged texts: ``helpers_learning``), its own model initialisation and data order;
 ``assert_held_out`` checks that nothing held out was trained on.
 
-One module fixture trains, per seed, a critic with c and the same critic without c (TRAINING below); the tests
-read them:
+One module fixture holds, per seed, a critic with c and the same critic without c (TRAINING below), each trained
+the first time a test reads it. Every claim is asserted on every seed, as soon as that seed is measured:
 
-- held-out pair accuracy with c against without c (median over seeds);
+- held-out pair accuracy with c, and its gap to the critic without c;
 - credit assignment: how often the decisive turn gets the largest advantage on held-out successes and the
   lowest on held-out failures, against chance (1/3 with three agent turns);
-- the chain: the critic ranks candidate questions, turn pairs are built from its ranking, a policy that never
-  sees c trains on them, and on held-out turn states it prefers what the critic preferred.
+- the chain: the critic ranks candidate questions, including the choice only c settles (which unit to ask
+  about), turn pairs are built from its ranking, a policy that never sees c trains on them, and on held-out turn
+  states it prefers what the critic preferred where the dialogue alone can tell.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import statistics
 import pytest
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+# The first test to read the critics trains ten of them (two minutes of CPU on one thread): more than the suite's
+# 600 s per test where other work shares the two cores.
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.timeout(1800)]
 pytest.importorskip("trl")
 
 from helpers_learning import (
@@ -65,25 +68,52 @@ def critic_config(output_dir, seed: int, use_privileged: bool) -> SweetCriticCon
         disable_tqdm=True, seed=seed, use_privileged=use_privileged, **TRAINING)
 
 
+class CriticRun(dict):
+    """One seed's training and held-out records (``run["train"]``, ``run["held_out"]``), and its critics, each
+    trained on first use: ``run[True]`` with c, ``run[False]`` without c (``{"trainer", "metrics"}``, the metrics on
+    the held-out pairs).
+
+    Training on first use lets a test assert seed by seed, on only the critics it reads: a broken trainer fails on
+    the first seed instead of after ten trainings (the mutation check, ``scripts/mutation_check.py``, runs these
+    tests once per breakage)."""
+
+    def __init__(self, seed: int, tokenizer, tmp_path_factory):
+        train, held_out = split_trajectories(NUM_TRAIN_TASKS, NUM_HELD_OUT_TASKS, seed=seed, **KIND)
+        self.pairs = critic_pair_dataset(train), critic_pair_dataset(held_out)
+        assert_held_out(*self.pairs)
+        super().__init__(seed=seed, train=train, held_out=held_out)
+        self.tokenizer, self.tmp_path_factory = tokenizer, tmp_path_factory
+
+    def __missing__(self, use_privileged: bool) -> dict:
+        if use_privileged not in (True, False):
+            raise KeyError(use_privileged)
+        seed = self["seed"]
+        trainer = SweetCriticTrainer(
+            tiny_causal_lm(self.tokenizer, seed=seed),
+            args=critic_config(self.tmp_path_factory.mktemp(f"critic{seed}"), seed, use_privileged),
+            train_dataset=self.pairs[0], eval_dataset=self.pairs[1], processing_class=self.tokenizer,
+            turn_advantage_l2=TURN_ADVANTAGE_L2)
+        trainer.train()
+        self[use_privileged] = {"trainer": trainer, "metrics": trainer.evaluate()}
+        return self[use_privileged]
+
+
+class CriticRuns(dict):
+    """``critics[seed]``: that seed's :class:`CriticRun`, made on first use and kept for the module."""
+
+    def __init__(self, tokenizer, tmp_path_factory):
+        super().__init__()
+        self.tokenizer, self.tmp_path_factory = tokenizer, tmp_path_factory
+
+    def __missing__(self, seed: int) -> CriticRun:
+        self[seed] = CriticRun(seed, self.tokenizer, self.tmp_path_factory)
+        return self[seed]
+
+
 @pytest.fixture(scope="module")
 def critics(tmp_path_factory, tokenizer):
-    """Per seed: the training and held-out records, and the trainers of the critic with c and without c."""
-    runs = []
-    for seed in SEEDS:
-        train, held_out = split_trajectories(NUM_TRAIN_TASKS, NUM_HELD_OUT_TASKS, seed=seed, **KIND)
-        train_pairs, held_out_pairs = critic_pair_dataset(train), critic_pair_dataset(held_out)
-        assert_held_out(train_pairs, held_out_pairs)
-        run = {"seed": seed, "train": train, "held_out": held_out}
-        for use_privileged in (True, False):
-            trainer = SweetCriticTrainer(
-                tiny_causal_lm(tokenizer, seed=seed),
-                args=critic_config(tmp_path_factory.mktemp(f"critic{seed}"), seed, use_privileged),
-                train_dataset=train_pairs, eval_dataset=held_out_pairs, processing_class=tokenizer,
-                turn_advantage_l2=TURN_ADVANTAGE_L2)
-            trainer.train()
-            run[use_privileged] = {"trainer": trainer, "metrics": trainer.evaluate()}
-        runs.append(run)
-    return runs
+    """``critics[seed][use_privileged]``: see :class:`CriticRun`."""
+    return CriticRuns(tokenizer, tmp_path_factory)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -91,16 +121,21 @@ def critics(tmp_path_factory, tokenizer):
 
 def test_privileged_information_is_what_lets_the_critic_rank_held_out_pairs(critics):
     """Held-out pair accuracy (the fraction of held-out pairs whose successful trajectory scores higher) with c
-    against without c, per seed. Measured over seeds 0-4, median (min-max): with c 1.00 (0.79-1.00); without c
-    0.46 (0.42-0.52); their difference 0.54 (0.27-0.58). Asserted on the medians: with c >= 0.9, and at least 0.3 above without c."""
-    with_c = [run[True]["metrics"]["eval_pair_accuracy"] for run in critics]
-    without_c = [run[False]["metrics"]["eval_pair_accuracy"] for run in critics]
-    gaps = [a - b for a, b in zip(with_c, without_c)]
-    print(f"held-out pair accuracy with c {spread(with_c)} {with_c}; without c {spread(without_c)} {without_c}; "
-          f"gap {spread(gaps)}")
-    assert statistics.median(with_c) >= 0.9, f"with c: {spread(with_c)}; without c: {spread(without_c)}"
-    assert statistics.median(gaps) >= 0.3, f"gap: {spread(gaps)}; with c {with_c}, without c {without_c}"
-    assert statistics.median(without_c) <= 0.7, f"without c: {spread(without_c)}"  # near chance: c is needed
+    against without c, on every seed: with c at least 0.9, at least 0.3 above without c, and without c at most
+    0.7 (near chance: c is needed). Measured over seeds 0-4, with c: 0.979, 1.000, 1.000, 0.979, 1.000; without c:
+    0.500, 0.438, 0.458, 0.521, 0.438."""
+    rows = []
+    for seed in SEEDS:
+        run = critics[seed]
+        with_c, without_c = (run[k]["metrics"]["eval_pair_accuracy"] for k in (True, False))
+        rows.append((seed, round(with_c, 3), round(without_c, 3)))
+        print(f"seed {seed}: held-out pair accuracy with c {with_c:.3f}, without c {without_c:.3f}")
+        assert with_c >= 0.9, f"seed {seed}: with c {with_c:.3f}; seeds so far (seed, with c, without c) {rows}"
+        assert with_c - without_c >= 0.3, f"seed {seed}: with c {with_c:.3f}, without c {without_c:.3f}; {rows}"
+        assert without_c <= 0.7, f"seed {seed}: without c {without_c:.3f} (chance is 0.5); {rows}"
+    with_c, without_c = [r[1] for r in rows], [r[2] for r in rows]
+    print(f"with c {spread(with_c)}; without c {spread(without_c)}; "
+          f"gap {spread([a - b for a, b in zip(with_c, without_c)])}")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -118,28 +153,36 @@ def decisive_rates(critic, records) -> tuple[float, float]:
     return statistics.mean(top), statistics.mean(bottom)
 
 
-def test_the_decisive_turn_gets_the_credit_on_held_out_trajectories(critics):
+def test_the_decisive_turn_gets_the_credit_on_held_out_trajectories_of_4_of_5_seeds(critics):
     """On held-out trajectories, the critic with c puts its largest per-turn advantage on the decisive turn of
-    successes and its lowest on the decisive turn of failures, more often than chance (1/3). Measured over seeds
-    0-4, median (min-max): largest on successes 0.73 (0.54-1.00), lowest on failures 0.75 (0.00-1.00). Asserted
-    on the medians."""
-    tops, bottoms = [], []
-    for run in critics:
-        critic = SweetCritic.from_trainer(run[True]["trainer"])
-        top, bottom = decisive_rates(critic, run["held_out"])
-        tops.append(top)
-        bottoms.append(bottom)
-    print(f"decisive turn largest on successes {spread(tops)} {tops}; lowest on failures {spread(bottoms)} {bottoms}")
-    assert statistics.median(tops) >= 0.6, f"largest on successes: {spread(tops)}; chance {CHANCE:.2f}"
-    assert statistics.median(bottoms) >= 0.6, f"lowest on failures: {spread(bottoms)}; chance {CHANCE:.2f}"
+    successes at least half the time on every seed, and its lowest on the decisive turn of failures at least half
+    the time on 4 of the 5 seeds (chance is 1/3 for both). Measured over seeds 0-4, largest on successes: 0.896,
+    1.000, 0.542, 0.833, 0.583; lowest on failures: 0.979, 1.000, 0.562, 0.979, 0.333 (seed 4 at chance)."""
+    rows = []
+    for seed in SEEDS:
+        run = critics[seed]
+        top, bottom = decisive_rates(SweetCritic.from_trainer(run[True]["trainer"]), run["held_out"])
+        rows.append((seed, round(top, 3), round(bottom, 3)))
+        print(f"seed {seed}: decisive turn largest on successes {top:.3f}, lowest on failures {bottom:.3f}")
+        assert top >= 0.5, f"seed {seed}: largest on successes {top:.3f}, chance {CHANCE:.2f}; {rows}"
+        seeds_under = [r[0] for r in rows if r[2] < 0.5]
+        assert len(seeds_under) <= len(SEEDS) - 4, (
+            f"lowest on failures under 0.5 on seeds {seeds_under}, allowed on 1 of {len(SEEDS)}; "
+            f"chance {CHANCE:.2f}; (seed, largest on successes, lowest on failures) {rows}")
+    print(f"largest on successes {spread([r[1] for r in rows])}; lowest on failures {spread([r[2] for r in rows])}")
 
 
 # --------------------------------------------------------------------------------------------------------------
 # The chain: critic ranking -> turn pairs -> policy
 
+def hidden_unit(record) -> str:
+    return next(d for d in DETAILS if f"in {d}\n" in record["task"]["ground_truth"])
+
+
 def candidate_rows(states, records, fillers, seed: int) -> list[dict]:
-    """Each question turn state up to the decisive one, with two candidates: asking about the task's hidden unit,
-    and a filler question from ``fillers``."""
+    """Each question turn state up to the decisive one, with two candidates in a seeded order: asking about the
+    task's hidden unit, and either asking about the other unit (a "unit" state: only c tells them apart) or a
+    filler question from ``fillers`` (a "filler" state: the dialogue alone tells them apart), one state in two."""
     import random
 
     rng = random.Random(seed)
@@ -149,8 +192,12 @@ def candidate_rows(states, records, fillers, seed: int) -> list[dict]:
         record = by_episode[state["episode_id"]]
         if state["turn"] > record["decisive_turn"]:
             continue
-        unit = next(d for d in DETAILS if f"in {d}\n" in record["task"]["ground_truth"])
-        candidates = [decisive_question(unit), rng.choice(fillers)]
+        unit = hidden_unit(record)
+        if rng.random() < 0.5:
+            other = decisive_question(next(d for d in KIND["details"] if d != unit))
+        else:
+            other = rng.choice(fillers)
+        candidates = rng.sample([decisive_question(unit), other], 2)
         rows.append({**state, "candidates": candidates, "policy_mean_logprobs": [0.0, 0.0],
                      "candidate_num_tokens": [0, 0], "generation_errors": []})
     return rows
@@ -169,6 +216,16 @@ def critic_turn_pairs(critic, records, fillers, seed: int, fraction: float):
     return build_turn_pairs(ranked, config).to_list()
 
 
+def is_unit_pair(pair) -> bool:
+    """Both candidates ask about a unit (a "unit" state of ``candidate_rows``)."""
+    return all(pair[k][0]["content"].startswith("Should the result be in") for k in ("chosen", "rejected"))
+
+
+def picks_the_hidden_unit(pair, records) -> bool:
+    record = next(r for r in records if r["task_id"] == pair["task_id"])
+    return pair["chosen"][0]["content"] == decisive_question(hidden_unit(record))
+
+
 def chosen_logps(model, tokenizer, pairs) -> list[float]:
     """log pi(chosen message | prompt), summed over the message's tokens, tokenised as the DPO trainer does."""
     from sweet_trl.policy_trainer import _message_logprobs, _prompt_and_message_ids
@@ -178,31 +235,39 @@ def chosen_logps(model, tokenizer, pairs) -> list[float]:
                                                 for p in pairs], torch)
 
 
-def test_a_policy_trained_on_critic_ranked_turns_prefers_the_critics_choice_on_held_out_states(critics, tmp_path,
+def test_chain_the_critic_picks_with_c_on_4_of_5_seeds_and_the_policy_follows_it_on_every_seed(critics, tmp_path,
                                                                                                  tokenizer):
-    """The critic with c ranks two candidates per training turn state (ask about the hidden unit, or a filler);
-    a policy that never sees c trains on the pairs built from that ranking (TurnPreferenceTrainer, DPO + NLL).
-    On held-out turn states, ranked by the same critic with their own c, the policy's log-probability of the
-    critic-preferred candidate rises, relative to the rejected one and to its own start. Measured over seeds
-    0-4, median (min-max): margin gain 3.0 (1.0-3.9) nats, chosen log-prob gain 3.6 (2.9-4.2) nats, held-out
-    pairs raised 1.00 (0.62-1.00). Asserted on the medians."""
+    """The critic with c ranks two candidates per turn state: the question about the task's hidden unit against
+    the question about the other unit (a "unit" state: only c can settle it) or against a filler (a "filler"
+    state). A policy that never sees c trains on the pairs built from the critic's ranking of training states
+    (TurnPreferenceTrainer, DPO + NLL), and is measured on held-out states ranked by the same critic with their own
+    c. Asserted: on held-out unit states the critic picks the hidden unit's question at least 0.8 of the time on 4
+    of the 5 seeds (a critic without c is at chance, 0.5); on every seed, on held-out filler states, the policy's
+    log-probability of the critic's choice rises relative to the rejected candidate by more than 1 nat on average
+    and on at least 0.65 of the pairs. Which unit to ask about is not in the policy's view, so on unit states it
+    can only learn to ask about a unit (its margin there is printed, not asserted). Measured over seeds 0-4:
+    critic picks the hidden unit 1.000, 1.000, 0.647, 1.000, 0.955; filler-state margin gain 5.29, 4.58, 2.00,
+    5.26, 2.53 nats; filler pairs raised 1.000, 0.955, 0.700, 1.000, 0.733; unit-state margin gain 0.21, 0.13,
+    0.06, -0.27, -0.22. Seed 2's critic is the weak one in every test of this module (its credit too)."""
     from sweet_trl.policy_config import TurnPreferenceConfig
     from sweet_trl.policy_trainer import TurnPreferenceTrainer, preference_margins
 
-    margin_gains, chosen_gains, raised, agree = [], [], [], []
-    for run in critics:
-        seed = run["seed"]
+    rows, failed = [], []
+    for seed in SEEDS:
+        run = critics[seed]
         critic = SweetCritic.from_trainer(run[True]["trainer"])
-        train_pairs = critic_turn_pairs(critic, run["train"], TRAIN_POOL["fillers"], seed, fraction=0.25)
+        train_pairs = critic_turn_pairs(critic, run["train"], TRAIN_POOL["fillers"], seed, fraction=0.5)
         held_out_pairs = critic_turn_pairs(critic, run["held_out"], HELD_OUT_POOL["fillers"], seed, fraction=0.5)
         assert_held_out(run["train"], held_out_pairs)
         assert_held_out(train_pairs, held_out_pairs)
-        # how often the critic preferred the question about the hidden unit (shown, not the claim)
-        agree.append(statistics.mean(p["chosen"][0]["content"].startswith("Should the result be in")
-                                     for p in held_out_pairs))
+        unit_pairs = [p for p in held_out_pairs if is_unit_pair(p)]
+        filler_pairs = [p for p in held_out_pairs if not is_unit_pair(p)]
+        assert len(unit_pairs) >= 10 and len(filler_pairs) >= 10, (len(unit_pairs), len(filler_pairs))
+        picks = statistics.mean(picks_the_hidden_unit(p, run["held_out"]) for p in unit_pairs)
+        print(f"seed {seed}: the critic picks the hidden unit's question on {picks:.3f} of {len(unit_pairs)} "
+              "held-out unit states")
         policy = tiny_causal_lm(tokenizer, seed=100 + seed)
         before = preference_margins(policy, tokenizer, held_out_pairs)
-        chosen_before = chosen_logps(policy, tokenizer, held_out_pairs)
         config = TurnPreferenceConfig(output_dir=str(tmp_path / f"policy{seed}"), learning_rate=1e-3,
                                       per_device_train_batch_size=8, num_train_epochs=3, bf16=False,
                                       gradient_checkpointing=False, report_to="none", logging_steps=1000,
@@ -211,13 +276,18 @@ def test_a_policy_trained_on_critic_ranked_turns_prefers_the_critics_choice_on_h
         trainer = TurnPreferenceTrainer(policy, args=config, train_dataset=train_pairs, processing_class=tokenizer)
         trainer.train()
         after = preference_margins(trainer.model, tokenizer, held_out_pairs)
-        chosen_after = chosen_logps(trainer.model, tokenizer, held_out_pairs)
-        margin_gains.append(statistics.mean(after) - statistics.mean(before))
-        chosen_gains.append(statistics.mean(chosen_after) - statistics.mean(chosen_before))
-        raised.append(statistics.mean(a > b for a, b in zip(after, before)))
-    message = (f"margin gain {spread(margin_gains)}; chosen log-prob gain {spread(chosen_gains)}; pairs raised "
-               f"{spread(raised)}; critic chose the unit question {spread(agree)}")
-    print(message, margin_gains, chosen_gains, raised, agree)
-    assert statistics.median(margin_gains) > 2.0, message
-    assert statistics.median(chosen_gains) > 0.0, message
-    assert statistics.median(raised) >= 0.75, message
+        gains = {id(p): a - b for p, a, b in zip(held_out_pairs, after, before)}
+        filler_gains = [gains[id(p)] for p in filler_pairs]
+        unit_gain = statistics.mean(gains[id(p)] for p in unit_pairs)
+        filler_gain, raised = statistics.mean(filler_gains), statistics.mean(g > 0 for g in filler_gains)
+        rows.append((seed, round(picks, 3), round(filler_gain, 2), round(raised, 3), round(unit_gain, 2)))
+        print(f"seed {seed}: filler-state margin gain {filler_gain:.2f} nats, raised on {raised:.3f} of "
+              f"{len(filler_pairs)} pairs; unit-state margin gain {unit_gain:.2f}")
+        message = f"(seed, critic picks the hidden unit, filler margin gain, raised, unit margin gain) {rows}"
+        assert filler_gain > 1.0, f"seed {seed}: filler-state margin gain {filler_gain:.2f}; {message}"
+        assert raised >= 0.65, f"seed {seed}: filler pairs raised {raised:.3f}; {message}"
+        failed.extend([seed] if picks < 0.8 else [])
+        assert len(failed) <= len(SEEDS) - 4, (
+            f"the critic picks the hidden unit on under 0.8 of unit states on seeds {failed}, at most 1 of "
+            f"{len(SEEDS)} may; {message}")
+    print("(seed, critic picks the hidden unit, filler-state margin gain, raised, unit-state margin gain):", rows)
