@@ -1,5 +1,6 @@
 """The environments install and run alone: no torch, no trainers, no browser."""
 
+import os
 import subprocess
 import sys
 
@@ -49,3 +50,52 @@ def test_missing_extra_error_names_the_extra():
 
     with pytest.raises(MissingExtraError, match=r"pip install 'colbench-gym\[vllm\]'"):
         require("surely_not_installed_module_xyz", "vllm")
+
+
+# -- the built wheel -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """The wheel `pip install .` builds, from a copy of the checkout's packaging inputs."""
+    import shutil
+
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO_ROOT / name, source / name)
+    for package in ("colbench_gym", "sweet_trl"):
+        shutil.copytree(REPO_ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    out = tmp_path_factory.mktemp("wheel")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                            "-q", "-w", str(out), str(source)], capture_output=True, text=True, timeout=300, check=False)
+    assert built.returncode == 0, built.stderr[-3000:]
+    [path] = out.glob("colbench_gym-*.whl")
+    return path
+
+
+def test_wheel_ships_the_configs_and_py_typed(wheel):
+    import zipfile
+
+    from sweet_trl.configs import names
+
+    files = set(zipfile.ZipFile(wheel).namelist())
+    assert {"colbench_gym/py.typed", "sweet_trl/py.typed", "sweet_trl/configs/__init__.py"} <= files
+    assert {f"sweet_trl/configs/{name}.yaml" for name in names()} <= files
+    assert {"demo_cpu", "study_cpu", "backend_8b", "frontend_8b", "study_8b"} <= set(names())
+
+
+def test_installed_wheel_finds_a_config_by_name_away_from_the_checkout(wheel, tmp_path):
+    """Unpacked as pip installs it, first on the path: `sweet-rl configs demo_cpu` and `--config demo_cpu` read the
+    wheel's own file, from a folder with no checkout in it."""
+    import zipfile
+
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    probe = ("import sweet_trl.configs as c, sweet_trl.cli as cli; "
+             "print(c.resolve_config('demo_cpu')); raise SystemExit(cli.main(['configs', 'demo_cpu']))")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(site)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    first, _, text = run.stdout.partition("\n")
+    assert first == str(site / "sweet_trl" / "configs" / "demo_cpu.yaml")
+    assert text == (site / "sweet_trl" / "configs" / "demo_cpu.yaml").read_text()
+    assert text.startswith("# The short form of the study, on a laptop CPU")
