@@ -8,6 +8,7 @@ from trl import DPOConfig
 
 from sweet_trl.precision import default_bf16
 from sweet_trl.tokenization import DEFAULT_PRIVILEGED_TEMPLATE, CriticInputFormat
+from sweet_trl.transformers_compat import checkpointing_by_current_name
 
 
 @dataclass
@@ -135,6 +136,7 @@ class SweetCriticConfig(DPOConfig):
 
     def __post_init__(self):
         self.bf16 = default_bf16(self.bf16, self.fp16)
+        checkpointing_by_current_name(self)
         super().__post_init__()
         if self.score_normalization not in ("per_turn_sum", "trajectory_mean"):
             raise ValueError(f"score_normalization must be 'per_turn_sum' or 'trajectory_mean', "

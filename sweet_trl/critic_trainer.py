@@ -42,7 +42,6 @@ from datasets import Dataset, IterableDataset
 from transformers import AutoTokenizer, PreTrainedModel
 from transformers.data.data_collator import DataCollatorMixin
 from trl import DPOTrainer
-from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import get_config_model_id, pad, use_adapter
 
 from sweet_trl import losses
@@ -52,6 +51,7 @@ from sweet_trl.model_cards import SWEET_PAPER, SWEET_PAPER_ID, sweet_model_card
 from sweet_trl.policy_trainer import require_rows
 from sweet_trl.shared_prompt import SharedPromptLoss
 from sweet_trl.tokenization import CriticInputFormat, conversation_messages, tokenize_critic_input
+from sweet_trl.transformers_compat import checkpointing_disabled
 
 logger = logging.getLogger(__name__)
 
@@ -260,7 +260,7 @@ class SweetCriticTrainer(SharedPromptLoss, DPOTrainer):
         """Per-turn reference log-prob sums; ``model`` is the trained model (the reference itself before training)."""
         args = (inputs["input_ids"], inputs["attention_mask"], inputs["turn_ids"], num_turns)
         unwrapped = self.accelerator.unwrap_model(self.model)
-        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+        with torch.no_grad(), checkpointing_disabled(self.model, self.args.gradient_checkpointing_kwargs):
             if self.ref_model is not None:
                 return forward_turn_logps(self.ref_model, *args)[0]
             if is_peft_model(unwrapped):  # the base model with adapters disabled (or a "ref" copy of the adapter)

@@ -99,3 +99,79 @@ def test_installed_wheel_finds_a_config_by_name_away_from_the_checkout(wheel, tm
     assert first == str(site / "sweet_trl" / "configs" / "demo_cpu.yaml")
     assert text == (site / "sweet_trl" / "configs" / "demo_cpu.yaml").read_text()
     assert text.startswith("# The short form of the study, on a laptop CPU")
+
+
+# -- no deprecation noise from our own calls ------------------------------------------------------
+
+# Imports every module of both packages (those whose optional dependency is missing are left out) and prints each
+# warning that Python attributes to our own files: a deprecated call in our code, at import time.
+IMPORT_EVERY_MODULE = """
+import importlib, pkgutil, sys, warnings
+import colbench_gym, sweet_trl
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for package in [importlib.import_module(name) for name in sys.argv[1:]]:
+        for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if module.name.endswith("__main__"):  # a command, not a library module
+                continue
+            try:
+                importlib.import_module(module.name)
+            except ImportError:
+                pass
+roots = [p.__path__[0] for p in (colbench_gym, sweet_trl)]
+for warning in caught:
+    if any(warning.filename.startswith(root) for root in roots):
+        print(f"WARNED {warning.category.__name__} {warning.filename}:{warning.lineno} {warning.message}")
+print(f"IMPORTED {len(sys.modules)} modules")
+"""
+
+
+@pytest.mark.parametrize("package", ["colbench_gym", pytest.param("sweet_trl", marks=pytest.mark.slow)])
+def test_importing_our_modules_warns_nothing_from_our_code(package):
+    """Every module (sweet_trl's import torch, transformers and TRL: 15-30 s on 2 cores, hence slow)."""
+    run = subprocess.run([sys.executable, "-c", IMPORT_EVERY_MODULE, package], capture_output=True, text=True,
+                         timeout=300, cwd=REPO_ROOT, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "IMPORTED" in run.stdout
+    assert [line for line in run.stdout.splitlines() if line.startswith("WARNED")] == []
+
+
+def test_trainer_configs_use_the_current_checkpointing_name():
+    """TRL's configs turn gradient checkpointing on under the name transformers 5.2x deprecates; ours pass it on
+    under the current one, with its value, and say nothing."""
+    pytest.importorskip("trl")
+    import warnings
+
+    from sweet_trl.baselines.multiturn_dpo import MultiTurnDPOConfig
+    from sweet_trl.baselines.rejection_finetuning import RejectionFinetuneConfig
+    from sweet_trl.critic_config import SweetCriticConfig
+    from sweet_trl.policy_config import TurnPreferenceConfig
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        for config_class in (SweetCriticConfig, TurnPreferenceConfig, MultiTurnDPOConfig, RejectionFinetuneConfig):
+            default = config_class("out", report_to=[])
+            off = config_class("out", report_to=[], gradient_checkpointing=False)
+            assert default.gradient_checkpointing is True and off.gradient_checkpointing is False, config_class
+            if hasattr(default, "activation_checkpointing"):  # transformers 5.2x
+                assert default.activation_checkpointing is True and off.activation_checkpointing is False
+
+
+def test_reference_pass_switches_checkpointing_off_and_on_without_warnings():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import warnings
+
+    from helpers_tiny_models import tiny_causal_lm, tiny_tokenizer
+
+    from sweet_trl.transformers_compat import checkpointing_disabled
+
+    model = tiny_causal_lm(tiny_tokenizer())
+    current = hasattr(model, "activation_checkpointing_enable")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        (model.activation_checkpointing_enable if current else model.gradient_checkpointing_enable)()
+        state = lambda: model.is_activation_checkpointing if current else model.is_gradient_checkpointing
+        with torch.no_grad(), checkpointing_disabled(model):
+            assert not state()
+        assert state()

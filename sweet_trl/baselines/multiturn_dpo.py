@@ -30,6 +30,7 @@ from colbench_gym._optional import require
 from sweet_trl.policy_config import with_nll_term
 from sweet_trl.precision import default_bf16
 from sweet_trl.tokenization import ChatTemplateError, tokenize_conversation
+from sweet_trl.transformers_compat import checkpointing_by_current_name
 
 logger = logging.getLogger(__name__)
 _trl = require("trl", "train")
@@ -96,6 +97,7 @@ class MultiTurnDPOConfig(_trl.DPOConfig):
 
     def __post_init__(self):
         self.bf16 = default_bf16(self.bf16, self.fp16)
+        checkpointing_by_current_name(self)
         if self.pair_rule not in (None, "best_vs_rest", "all_pairs"):
             raise ValueError(f"pair_rule must be 'best_vs_rest' or 'all_pairs', got {self.pair_rule!r}")
         if self.pair_preset is not None:

@@ -23,6 +23,7 @@ from colbench_gym._optional import require
 from sweet_trl.precision import default_bf16
 from sweet_trl.tokenization import ChatTemplateError, tokenize_conversation
 from sweet_trl.trajectories import Trajectory, read_trajectories
+from sweet_trl.transformers_compat import checkpointing_by_current_name
 
 logger = logging.getLogger(__name__)
 _trl = require("trl", "train")
@@ -65,6 +66,7 @@ class RejectionFinetuneConfig(_trl.SFTConfig):
 
     def __post_init__(self):
         self.bf16 = default_bf16(self.bf16, self.fp16)
+        checkpointing_by_current_name(self)
         if self.assistant_only_loss:
             raise ValueError("assistant_only_loss is not used here: the agent-turn masks are built by "
                              "sweet_trl.tokenization for any chat template; leave it False")
