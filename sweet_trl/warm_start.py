@@ -13,7 +13,7 @@ In the pipeline it is the stage ``warm_start``, run first by ``sweet-rl pipeline
 configuration has a ``warm_start:`` section; every later stage then starts from its model (``policy_model``, and the
 critic's base unless ``critic_model`` is set), and "zero-shot" is the warm-started policy::
 
-    sweet-rl warm-start --config examples/configs/warm_start_cpu.yaml
+    sweet-rl warm-start --config warm_start_cpu
 
 From Python::
 
