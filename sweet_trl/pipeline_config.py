@@ -432,9 +432,16 @@ class ConfigError(ValueError):
 
 
 def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a run configuration; sets the environment variables of its `env:` mapping, as TrlParser does."""
+    """Read a run configuration (a file, or the name of a shipped one: ``"demo_cpu"``, as ``--config`` takes it);
+    sets the environment variables of its `env:` mapping, as TrlParser does."""
     import yaml
 
+    from sweet_trl.configs import resolve_config
+
+    try:
+        path = resolve_config(path)
+    except FileNotFoundError as err:
+        raise ConfigError(str(err)) from None
     with open(path, encoding="utf-8") as handle:
         try:
             config = yaml.safe_load(handle) or {}

@@ -346,6 +346,16 @@ def test_a_config_file_path_wins_over_a_shipped_name(tmp_path, monkeypatch):
     assert seen == ["demo_cpu", str(config_path("study_cpu"))]
 
 
+def test_the_python_api_finds_shipped_configs_by_name_too(tmp_path, monkeypatch):
+    from sweet_trl.pipeline_config import ConfigError, load_yaml
+
+    monkeypatch.chdir(tmp_path)
+    assert load_yaml("demo_cpu") == load_yaml(config_path("demo_cpu"))
+    assert load_yaml("demo_cpu")["run_dir"] == "runs/demo_cpu"
+    with pytest.raises(ConfigError, match="no configuration file demo_gpu and no shipped configuration"):
+        load_yaml("demo_gpu")
+
+
 def test_unknown_config_names_the_shipped_ones(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert cli.main(["collect", "--config", "demo_gpu"]) == 2

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from sweet_trl.configs import resolve_config
 from sweet_trl.pipeline_config import ConfigError, load_yaml, make_parser, split_overrides
 from sweet_trl.study.config import StudyArguments
 
@@ -57,7 +58,7 @@ class Study:
 
         self.out = stream or sys.stdout
         self.config = load_yaml(config_path)
-        self.config_path = str(config_path)
+        self.config_path = resolve_config(config_path)  # a shipped configuration's name becomes its file
         shared, per_section = split_overrides(cli_args)
         self.args = parse_study_arguments(self.config.pop("study", None), per_section.pop("study", []))
         unknown = sorted(set(per_section) - set(SECTIONS))
