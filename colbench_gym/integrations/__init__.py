@@ -8,5 +8,7 @@
 * :mod:`colbench_gym.openenv`: an OpenEnv server (HTTP and WebSocket) for any OpenEnv client
   (``python -m colbench_gym.openenv``). ``pip install 'colbench-gym[openenv]'``.
 
-Nothing here is imported by ``import colbench_gym``; each module imports its own dependencies.
+The doors share :mod:`colbench_gym.integrations.environments` (environments made per rollout, and the test that
+tells an infrastructure failure from the agent's). Nothing here is imported by ``import colbench_gym``; each module
+imports its own dependencies.
 """

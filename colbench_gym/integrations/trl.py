@@ -41,13 +41,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import itertools
-import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from colbench_gym._optional import require
 from colbench_gym.envs.dialogue import ANSWER_MARKER
+from colbench_gym.integrations.environments import EnvFactory, is_infra_error
 
 EXTRA = "trl"
 
@@ -72,62 +72,6 @@ EPISODE_OVER = "The episode is over: {why}. Do not call any more tools."
 
 # -- shared pieces -----------------------------------------------------------------------------------------------
 
-def _env_class(env_id: str) -> type:
-    import gymnasium as gym
-    from gymnasium.envs.registration import load_env_creator
-
-    import colbench_gym  # noqa: F401  (registers the ids)
-
-    entry = gym.spec(env_id).entry_point
-    return load_env_creator(entry) if isinstance(entry, str) else entry
-
-
-def _env_kind(env_id: str) -> str:
-    kind = getattr(_env_class(env_id), "kind", None)
-    if kind not in ("backend", "frontend"):
-        raise ValueError(f"{env_id!r} is not a ColBench dialogue environment (ColBench-Backend-v0 / -Frontend-v0)")
-    return kind
-
-
-def _infra_error(info: Mapping[str, Any]) -> bool:
-    """A failure of the grader or the browser, never the agent's (trainers drop such episodes)."""
-    grader = info.get("grader")
-    return bool(info.get("infra_error")) or bool(isinstance(grader, Mapping) and grader.get("infra_error"))
-
-
-class _EnvFactory:
-    """Makes environments for one ``env_id`` and keyword set; the task list is resolved once and shared."""
-
-    def __init__(self, env_id: str, make_kwargs: Mapping[str, Any]):
-        self.env_id = env_id
-        self.kind = _env_kind(env_id)
-        self.make_kwargs = dict(make_kwargs)
-        self.make_kwargs.setdefault("privileged", False)
-        self._tasks: list[Any] | None = None
-        self._lock = threading.Lock()
-
-    def make(self) -> Any:
-        import gymnasium as gym
-
-        import colbench_gym  # noqa: F401
-
-        with self._lock:
-            kwargs = dict(self.make_kwargs)
-            if self._tasks is not None:
-                kwargs["tasks"] = self._tasks
-            env = gym.make(self.env_id, **kwargs)
-            if self._tasks is None:
-                self._tasks = list(env.unwrapped.tasks)
-        return env
-
-    @property
-    def tasks(self) -> list[Any]:
-        if self._tasks is None:
-            self.make().close()
-        assert self._tasks is not None
-        return self._tasks
-
-
 # -- door 1: environment_factory (tools) ------------------------------------------------------------------------
 
 class ColBenchToolEnv:
@@ -137,7 +81,7 @@ class ColBenchToolEnv:
     ``reset(**row)`` before every rollout. Public methods other than ``reset`` and ``get_reward`` are tools.
     """
 
-    _factory: _EnvFactory
+    _factory: EnvFactory
     _instructions: bool = True
     _seed: int | None = None
     _counter = itertools.count()
@@ -181,7 +125,7 @@ class ColBenchToolEnv:
         if not self._done:
             reward, extra = self.env.unwrapped.score_without_answer()
             self._finish(float(reward), {**self._info, **extra, "outcome": "stopped", "score": float(reward)})
-        if _infra_error(self._info):
+        if is_infra_error(self._info):
             return None
         return self._reward
 
@@ -303,7 +247,7 @@ def make_environment_factory(env_id: str = "ColBench-Backend-v0", *, instruction
             ``privileged`` defaults to ``False``: nothing training-time is kept in ``info``.
     """
     require("trl", EXTRA)
-    factory = _EnvFactory(env_id, make_kwargs)
+    factory = EnvFactory(env_id, make_kwargs)
     base = _BackendTools if factory.kind == "backend" else _FrontendTools
     class_name = name or ("ColBenchBackend" if factory.kind == "backend" else "ColBenchFrontend")
     return type(class_name, (base,), {
@@ -316,7 +260,7 @@ def make_environment_dataset(env_id: str = "ColBench-Backend-v0", *, repeats: in
     """A ``datasets.Dataset`` for the tool door: one row per task (``repeats`` times), with a ``task_id`` column
     that ``reset`` reads and an empty user prompt that ``reset`` fills in."""
     datasets = require("datasets", EXTRA)
-    tasks = _EnvFactory(env_id, make_kwargs).tasks
+    tasks = EnvFactory(env_id, make_kwargs).tasks
     ids = [task.task_id for _ in range(repeats) for task in tasks]
     return datasets.Dataset.from_dict({"prompt": [[{"role": "user", "content": ""}] for _ in ids], "task_id": ids})
 
@@ -334,7 +278,7 @@ def make_rollout_dataset(env_id: str = "ColBench-Backend-v0", *, repeats: int = 
     ``task_id`` (chat templates ignore it); without it, the task is found by the request's text.
     """
     datasets = require("datasets", EXTRA)
-    factory = _EnvFactory(env_id, make_kwargs)
+    factory = EnvFactory(env_id, make_kwargs)
     env = factory.make()
     prompts, ids = [], []
     for index in range(len(factory.tasks)):
@@ -390,7 +334,7 @@ class _Episode:
         self.reward, self.info, self.done = float(reward), _public(info), True
         self.outcome = outcome
         self.messages = [dict(m) for m in self.env.unwrapped.messages]
-        if _infra_error(info):
+        if is_infra_error(info):
             self.reward = None
 
 
@@ -407,7 +351,7 @@ class ColBenchRollout:
                  force_answer_on_last_turn: bool = False):
         if max_turn_tokens < 1:
             raise ValueError(f"max_turn_tokens must be >= 1, got {max_turn_tokens}")
-        self.factory = _EnvFactory(env_id, make_kwargs)
+        self.factory = EnvFactory(env_id, make_kwargs)
         self.max_turn_tokens = int(max_turn_tokens)
         language = "python" if self.factory.kind == "backend" else "html"
         self.answer_prefix = f"{ANSWER_MARKER}\n```{language}\n" if force_answer_on_last_turn else None

@@ -40,7 +40,7 @@ import asyncio
 from typing import Any, Literal
 
 from colbench_gym._optional import require
-from colbench_gym.integrations.trl import _EnvFactory, _infra_error
+from colbench_gym.integrations.environments import EnvFactory, is_infra_error
 
 EXTRA = "verifiers"
 TASKSET_ID = "colbench_verifiers"  # the top-level package verifiers imports (ids cannot be dotted)
@@ -107,7 +107,7 @@ class ColBenchTaskset(vf.Taskset[ColBenchTask, ColBenchConfig]):
     """The tasks of one task source, each row the system instructions and the human's request."""
 
     def load(self) -> list[ColBenchTask]:
-        factory = _EnvFactory(self.config.env_id, self.config.make_kwargs())
+        factory = EnvFactory(self.config.env_id, self.config.make_kwargs())
         env = factory.make()
         try:
             tasks = []
@@ -176,7 +176,7 @@ class ColBenchEnv(vf.Env[ColBenchEnvConfig]):
     def __init__(self, config: ColBenchEnvConfig) -> None:
         super().__init__(config)
         taskset_config = self.taskset.config
-        self._factory = _EnvFactory(taskset_config.env_id, taskset_config.make_kwargs())
+        self._factory = EnvFactory(taskset_config.env_id, taskset_config.make_kwargs())
         self._factory.tasks  # noqa: B018  (a bad task source fails here, with its message, not in every rollout)
 
     async def run(self, task: ColBenchTask, agents: vf.Agents) -> None:
@@ -213,7 +213,7 @@ class ColBenchEnv(vf.Env[ColBenchEnvConfig]):
             "similarity_metric": info.get("similarity_metric"),
             "simulator_error": info.get("simulator_error"),
         }
-        if _infra_error(info):
+        if is_infra_error(info):
             raise RuntimeError(f"the grader or the browser failed on task {task.data.task_id!r} (not the "
                                f"policy's failure): {grader or info.get('render_status')}")
         trace.record_reward(REWARD_NAME, float(reward), 1.0)
