@@ -169,7 +169,28 @@ def test_a_change_of_any_part_of_the_key_misses(cache_home, monkeypatch):
     with monkeypatch.context() as patched:
         patched.setattr(SandboxProcess, "start", other_interpreter)
         assert _grade()[1]["disk_hits"] == 0, "interpreter version"
+    assert _grade(reference_batch_size=4)[1]["disk_hits"] == 0, "references sharing a child"
     assert _grade()[1]["disk_hits"] == 1  # and the original key still finds its entry
+
+
+def test_a_folder_removed_while_grading_is_made_again(cache_home):
+    import shutil
+
+    with Grader(workers=1, timeout_s=5.0, allow_code_execution=True, max_items=100_000) as grader:
+        grader.grade(REFERENCE, REFERENCE, TESTS)
+        shutil.rmtree(cache_home)  # "delete its folder to drop it", with this grader still running
+        grader.clear_cache()
+        grader.grade(REFERENCE, REFERENCE, TESTS)  # its entry's folder, known to this grader, is gone
+        assert (grader.cache_info()["reference_runs"], grader.cache_info()["disk_writes"]) == (2, 2)
+    assert len(_entries(cache_home)) == 1
+
+
+def test_without_a_sandbox_the_disk_is_not_used(cache_home):
+    # answers run unconfined there: an entry they forged would be trusted by every later run
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result, info = _grade(sandbox="none")
+    assert result.score == pytest.approx(3 / 6) and info["disk_writes"] == 0 and _entries(cache_home) == []
 
 
 def test_it_can_be_turned_off_or_pointed_elsewhere(cache_home, monkeypatch):

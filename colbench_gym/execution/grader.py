@@ -528,13 +528,16 @@ class Grader:
 
     def _environment(self, pool: _Pool) -> str | None:
         """What every reference output depends on besides the reference and its calls (the disk
-        cache's key): the grader's version, the sandbox's interpreter and its mode and limits.
-        Known once a fork server has started (None until then: the disk is not used)."""
+        cache's key): the grader's version, the sandbox's interpreter and its mode and limits, and
+        how many references share a child. Known once a fork server has started (None until then,
+        and always without a sandbox: the disk is not used)."""
         if self._disk_environment is None:
             identity = pool.sandbox_identity()
             if identity is None:
                 return None
             hello, mode = identity
+            if mode == "none":  # answers run unconfined there: they could forge entries later runs would trust
+                return None
             from colbench_gym import __version__
 
             settings = dataclasses.asdict(self.settings)
@@ -545,6 +548,8 @@ class Grader:
                 "grader": [__version__, hashlib.sha256(_SERVER_SOURCE.encode("utf-8")).hexdigest()],
                 "interpreter": [hello.get("version") or hello.get("python"), hello.get("magic")],
                 "sandbox": [mode, settings],
+                # references batched in one child share its module state: their outputs are not a lone run's
+                "reference_batch_size": self.reference_batch_size,
             }
             self._disk_environment = json.dumps(described, sort_keys=True)
         return self._disk_environment

@@ -5,8 +5,10 @@ everything an output depends on -- the reference's source, its test calls in ord
 namespace, so an output depends on the calls before it), the interpreter that ran it (the sandbox
 server's ``sys.version`` and bytecode magic), the grader's version (the package version, the
 sandboxed harness's source and this file's format) and the sandbox (its mode and every limit but
-the per-test timeout). Change any of these and the key changes: the old entry is simply never read
-again.
+the per-test timeout, and how many references share a child). Change any of these and the key
+changes: the old entry is simply never read again. Not in the key: the versions of third-party
+packages a reference imports (numpy, say); clear the folder after changing the sandbox's packages.
+Without a sandbox (mode ``none``) the disk is not used: answers could forge entries there.
 
 Outputs are still computed only inside the sandbox: an entry holds what a sandboxed reference run
 sent back, each value in the tagged form the child encoded (``Outcome.encoded``), and is decoded
@@ -112,7 +114,11 @@ class ReferenceDiskCache:
                 self._folders.add(path.parent)
             # A name no other writer uses (process, thread, serial), in the entry's folder: the rename is atomic.
             temporary = path.parent / f".{os.getpid()}-{threading.get_ident()}-{next(self._serial)}.tmp"
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileNotFoundError:  # the folder was removed while this process ran (a cleared cache)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 view = memoryview(data)
                 while view:
