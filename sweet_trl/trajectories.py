@@ -48,6 +48,7 @@ from typing import Any
 
 from colbench_gym.envs.dialogue import ANSWER_MARKER
 from colbench_gym.tasks.schema import BackendTask, FrontendTask, TaskFormatError
+from colbench_gym.wrappers import json_safe  # the one JSON-safe copy, shared with the recorder
 from sweet_trl.tokenization import conversation_messages
 
 logger = logging.getLogger(__name__)
@@ -238,30 +239,6 @@ def is_infra_failure(record: Mapping[str, Any]) -> bool:
 def has_infra_error(record: Mapping[str, Any]) -> bool:
     """:attr:`Trajectory.has_infra_error` of a plain record."""
     return Trajectory(record).has_infra_error
-
-
-def json_safe(value: Any) -> Any:
-    """A JSON-serialisable copy: numpy scalars become numbers, bytes are summarised, NaN/inf become None."""
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, (bytes, bytearray)):
-        return f"<{len(value)} bytes>"
-    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
-        try:
-            return json_safe(value.item())
-        except (TypeError, ValueError):
-            pass
-    if hasattr(value, "tolist"):
-        return json_safe(value.tolist())
-    return str(value)
 
 
 # -- original ColBench rollouts -------------------------------------------------------------------
