@@ -248,3 +248,81 @@ def test_the_shipped_warm_start_config_parses_and_starts_from_its_warm_start():
     assert run.policy_model == "embedded" and run.max_turns == 2 and model_config.use_peft
     assert options.warm_start_tasks == 400 and options.demonstrations is None and sft.learning_rate > 1e-5
     assert not sft.bf16 and sft.max_turns == run.max_turns  # the dialogues' instructions say the run's turn limit
+
+
+# -- a trained warm start kept as an adapter (warm_start.adapter) -------------------------------------------------
+
+def test_an_exported_warm_start_gives_the_same_policy_without_training(tiny_config, capsys):
+    import torch
+    from safetensors.torch import load_file
+
+    from sweet_trl.warm_start import export_adapter
+
+    assert cli.main(["warm-start", "--config", str(tiny_config["path"])]) == 0  # trained here, or already done
+    trained = tiny_config["run"] / "warm_start"
+    exported = tiny_config["root"] / "exported"
+    provenance = export_adapter(trained, exported, base_model_id="someone/tiny", dtype="float32")
+    assert provenance["base_model"] == tiny_config["config"]["policy_model"]
+    assert provenance["counts"]["steps"] == json.loads((trained / "_COMPLETE.json").read_text())["counts"]["steps"]
+    assert json.loads((exported / "adapter_config.json").read_text())["base_model_name_or_path"] == "someone/tiny"
+
+    other_run = tiny_config["root"] / "from_adapter"
+    path = _write(tiny_config, "from_adapter", run_dir=str(other_run), **{"warm_start.adapter": str(exported)})
+    assert cli.main(["warm-start", "--config", str(path)]) == 0
+    marker = json.loads((other_run / "warm_start" / "_COMPLETE.json").read_text())
+    assert marker["info"]["trained"] is False and not (other_run / "warm_start" / "dialogues.jsonl").exists()
+    assert marker["counts"]["steps"] == provenance["counts"]["steps"]
+    # the merged policy is the trained run's, weight for weight
+    ours = load_file(str(other_run / "warm_start" / "merged" / "model.safetensors"))
+    theirs = load_file(str(trained / "merged" / "model.safetensors"))
+    assert ours.keys() == theirs.keys()
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+    # and the stages after it start from it
+    markers = pipeline.run_pipeline(path, ["--pipeline.stages", "collect"], stream=io.StringIO())
+    assert markers["collect"]["config"][0]["policy_model"] == str(other_run / "warm_start" / "merged")
+    capsys.readouterr()
+
+    # an adapter trained on another base, a damaged one, and none at all: each a clear error, nothing written
+    foreign = tiny_config["root"] / "foreign"
+    export_adapter(trained, foreign)
+    meta = json.loads((foreign / "warm_start.json").read_text())
+    (foreign / "warm_start.json").write_text(json.dumps({**meta, "base_model": "embedded"}))
+    damaged = tiny_config["root"] / "damaged"
+    export_adapter(trained, damaged)
+    (damaged / "adapter_model.safetensors").write_bytes((damaged / "adapter_model.safetensors").read_bytes()[:-8]
+                                                        + b"\0" * 8)
+    for name, adapter, message in (
+            ("foreign", foreign, "was trained on policy_model 'embedded'"),
+            ("damaged", damaged, "does not match the digest in its warm_start.json"),
+            ("absent", tiny_config["root"] / "no_such_adapter",
+             "no warm-start adapter at '" + str(tiny_config["root"] / "no_such_adapter") + "' (shipped: "
+             "smollm2-135m-procedural). Train one with `sweet-rl warm-start")):
+        run_dir = tiny_config["root"] / f"bad_{name}"
+        bad = _write(tiny_config, f"bad_{name}", run_dir=str(run_dir), **{"warm_start.adapter": str(adapter)})
+        assert cli.main(["warm-start", "--config", str(bad)]) == 1
+        assert message in capsys.readouterr().err
+        assert not (run_dir / "warm_start" / "_COMPLETE.json").exists()
+
+    both = _write(tiny_config, "both", **{"warm_start.adapter": str(exported), "warm_start.demonstrations": "x.jsonl"})
+    assert cli.main(["warm-start", "--config", str(both)]) == 2
+    assert "warm_start.adapter and warm_start.demonstrations exclude each other" in capsys.readouterr().err
+
+
+def test_the_shipped_adapter_is_warm_start_cpus_and_intact():
+    from sweet_trl.configs import config_path
+    from sweet_trl.warm_start import file_digest, read_provenance, resolve_adapter, shipped_adapters
+
+    assert shipped_adapters() == ["smollm2-135m-procedural"]
+    adapter = resolve_adapter("smollm2-135m-procedural")
+    provenance = read_provenance(adapter)
+    assert file_digest(adapter / "adapter_model.safetensors") == provenance["sha256"]
+    config = pipeline.load_yaml(config_path("warm_start_cpu"))
+    run, model_config, sft, options = pipeline._parse(pipeline.STAGES["warm_start"], config, [])
+    assert provenance["base_model"] == run.policy_model and provenance["max_turns"] == run.max_turns
+    assert provenance["warm_start"] == {"warm_start_tasks": options.warm_start_tasks, "warm_start_templates": None,
+                                        "warm_start_seed": options.warm_start_seed, "demonstrations": None}
+    assert provenance["lora"]["lora_r"] == model_config.lora_r
+    assert provenance["training"]["learning_rate"] == sft.learning_rate
+    assert provenance["training"]["num_train_epochs"] == sft.num_train_epochs
+    adapter_config = json.loads((adapter / "adapter_config.json").read_text())
+    assert adapter_config["r"] == model_config.lora_r and adapter_config["lora_alpha"] == model_config.lora_alpha

@@ -167,6 +167,8 @@ def stage_warm_start(ctx: StageContext, model_config: Any, config: Any, args: An
     from sweet_trl.trajectories import read_trajectories, write_trajectories
     from sweet_trl.warm_start import dialogue_summary, expert_dialogues
 
+    if args.adapter:
+        return _warm_start_from_adapter(ctx, args.adapter)
     dialogues = ctx.dir / "dialogues.jsonl"
     if args.demonstrations:
         if not Path(args.demonstrations).exists():
@@ -225,3 +227,34 @@ def stage_warm_start(ctx: StageContext, model_config: Any, config: Any, args: An
     result.metrics["expert_success_rate"] = summary["success_rate"]
     result.outputs.update({"policy": policy, **({} if args.demonstrations else {"dialogues": dialogues.name})})
     return result
+
+
+def _warm_start_from_adapter(ctx: StageContext, spec: str) -> StageResult:
+    """The warm start from a trained adapter (``warm_start.adapter``): merged into the run's base, nothing trained."""
+    from sweet_trl.pipeline.runner import _barrier, is_main_process
+    from sweet_trl.warm_start import file_digest, merge_adapter, read_provenance, resolve_adapter
+
+    try:
+        adapter = resolve_adapter(spec)
+    except FileNotFoundError as err:
+        raise StageError(f"warm_start: {err}") from err
+    provenance = read_provenance(adapter)
+    trained_on = provenance.get("base_model")
+    if trained_on is not None and trained_on != ctx.run.policy_model:
+        raise StageError(f"warm_start: the adapter {spec!r} was trained on policy_model {trained_on!r}, and this run's "
+                         f"policy_model is {ctx.run.policy_model!r}: set policy_model to {trained_on!r}, or train "
+                         f"the warm start here (remove warm_start.adapter)")
+    if provenance.get("sha256") and file_digest(adapter / "adapter_model.safetensors") != provenance["sha256"]:
+        raise StageError(f"warm_start: {adapter}/adapter_model.safetensors does not match the digest in its "
+                         f"warm_start.json: the file was changed or damaged")
+    if is_main_process():
+        ctx.log(f"warm start from the adapter {adapter} (trained {provenance.get('counts', {}).get('steps', '?')} "
+                f"steps; nothing is trained here)")
+        shutil.copytree(adapter, ctx.dir / "model", dirs_exist_ok=True)
+        merge_adapter(resolve_model(ctx.run.policy_model), adapter, ctx.dir / "merged")
+        release()
+    _barrier()
+    counts = {k: int(v) for k, v in provenance.get("counts", {}).items()}
+    return StageResult(counts=counts, metrics={k: float(v) for k, v in provenance.get("metrics", {}).items()},
+                       outputs={"model": "model", "policy": "merged"},
+                       info={"adapter": str(adapter), "adapter_sha256": provenance.get("sha256"), "trained": False})
