@@ -45,8 +45,11 @@ def measure(config: str, run_dir: Path, policy_model: str | None, evaluation: st
     trajectories = run_dir / "evaluate" / evaluation / "trajectories.jsonl"
     if not trajectories.is_file():
         raise SystemExit(f"{trajectories} not found: evaluate the {evaluation!r} policy in {run_dir} first")
-    turn_states = answer_turn_states(trajectories, max_turns=run.max_turns, env_id=run.env_id, max_states=states,
-                                     seed=seed)
+    try:
+        turn_states = answer_turn_states(trajectories, max_turns=run.max_turns, env_id=run.env_id,
+                                         max_states=states, seed=seed)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
     tasks = {task.task_id: task for task in resolve_tasks(run.eval_tasks, "backend")}
     model = policy_model or run.policy_model
     result: dict[str, Any] = {"run_dir": str(run_dir), "policy_model": model, "evaluation": evaluation,

@@ -31,7 +31,10 @@ SOLVED = 1.0  # the reward of an answer that passes every hidden test: a success
 
 def answer_turn_states(trajectories: Any, max_turns: int, env_id: str, max_states: int | None = None,
                        seed: int = 0) -> list[dict[str, Any]]:
-    """The final agent turn of every usable trajectory as a turn state (prompt without ``c``, and ``c`` apart)."""
+    """The final agent turn of every usable trajectory that ended with an answer, as a turn state (prompt without
+    ``c``, and ``c`` apart). A ``ValueError`` when there is none: a policy that never answers has no answer turn to
+    sample again."""
+    from colbench_gym.envs.dialogue import ANSWER_MARKER
     from sweet_trl.trajectories import read_trajectories
     from sweet_trl.turn_pairs import TurnPairsConfig, turn_states_from_records
 
@@ -42,7 +45,11 @@ def answer_turn_states(trajectories: Any, max_turns: int, env_id: str, max_state
     for state in states:
         if state["episode_id"] not in last or state["turn"] > last[state["episode_id"]]["turn"]:
             last[state["episode_id"]] = state
-    chosen = sorted(last.values(), key=lambda s: s["state_id"])
+    chosen = sorted((s for s in last.values() if ANSWER_MARKER in s["original"]), key=lambda s: s["state_id"])
+    if not chosen:
+        raise ValueError(f"no answer turn in {trajectories}: none of its {len(records)} episodes ended with an answer "
+                         f"({ANSWER_MARKER!r}), so there is no answer to sample again. Evaluate with "
+                         f"force_answer_on_last_turn, or a policy that answers")
     if max_states is not None and len(chosen) > max_states:
         chosen = sorted(random.Random(seed).sample(chosen, max_states), key=lambda s: s["state_id"])
     return chosen

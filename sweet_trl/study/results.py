@@ -149,6 +149,8 @@ def format_table(results: Mapping[str, Any]) -> str:
 
 def selection_lines(selection: Mapping[str, Any], candidates: int | str = "N") -> list[str]:
     """The critics' best-of-N judgement (:func:`~sweet_trl.study.critic_eval.best_of_n_selection`) as text."""
+    if "error" in selection:
+        return [f"Critics' best-of-{candidates} judgement: not measured ({selection['error']})"]
     if not selection.get("rankers"):
         return []
     tasks = max((entry.get("tasks_scored", 0) for entry in selection["rankers"].values()), default=0)

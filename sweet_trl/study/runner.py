@@ -215,9 +215,14 @@ class Study:
             print(f"[answer_turns] not measured: {err}", file=self.out, flush=True)
 
     def judge_critics(self) -> dict[str, Any]:
+        """The critics' best-of-N judgement; one that cannot run is recorded in its place, as above."""
         from sweet_trl.study.critic_run import judge_critics
 
-        return judge_critics(self)
+        try:
+            return judge_critics(self)
+        except ValueError as err:
+            print(f"[critic_eval] not measured: {err}", file=self.out, flush=True)
+            return {"error": str(err)}
 
 
 def run_study(config_path: str | os.PathLike, cli_args: Sequence[str] = (), stream: Any = None) -> dict[str, Any]:
