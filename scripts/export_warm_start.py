@@ -7,8 +7,9 @@ by exactly these two commands:
     .venv/bin/python scripts/export_warm_start.py runs/warm_start_cpu/warm_start \\
         sweet_trl/adapters/smollm2-135m-procedural --base_model_id HuggingFaceTB/SmolLM2-135M-Instruct
 
-The LoRA weights are written in bfloat16 (10 MB instead of 20), beside ``warm_start.json``: the run's settings, its
-training figures and the weights' SHA-256, which the stage checks before merging the adapter into the run's base.
+The LoRA weights are written as trained (float32: merged into the base, they give the run's policy bit for bit;
+``--dtype bfloat16`` halves the file), beside ``warm_start.json``: the run's settings, its training figures and the
+weights' SHA-256, which the stage checks before merging the adapter into the run's base.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out_dir", help="the adapter folder to write")
     parser.add_argument("--base_model_id", default=None,
                         help="the base model's Hub id, written into adapter_config.json (the run's is a local path)")
-    parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     args = parser.parse_args(argv)
     try:
         provenance = export_adapter(args.stage_dir, args.out_dir, base_model_id=args.base_model_id, dtype=args.dtype)

@@ -316,6 +316,8 @@ def test_the_shipped_adapter_is_warm_start_cpus_and_intact():
     adapter = resolve_adapter("smollm2-135m-procedural")
     provenance = read_provenance(adapter)
     assert file_digest(adapter / "adapter_model.safetensors") == provenance["sha256"]
+    # the weights as trained: merged, they are the calibrated run's policy bit for bit
+    assert provenance["dtype"] == "float32" and provenance["sha256"] == provenance["source_sha256"]
     config = pipeline.load_yaml(config_path("warm_start_cpu"))
     run, model_config, sft, options = pipeline._parse(pipeline.STAGES["warm_start"], config, [])
     assert provenance["base_model"] == run.policy_model and provenance["max_turns"] == run.max_turns
