@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -130,6 +131,7 @@ def dialogue_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, float]:
 
 ADAPTERS_DIR = Path(__file__).parent / "adapters"
 PROVENANCE = "warm_start.json"
+HISTORY = "log_history.json"
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
@@ -209,6 +211,9 @@ def export_adapter(stage_dir: Path, out_dir: Path, *, base_model_id: str | None 
     if base_model_id:
         adapter_config["base_model_name_or_path"] = base_model_id
     (out_dir / "adapter_config.json").write_text(json.dumps(adapter_config, indent=2) + "\n")
+    history = stage_dir / marker["outputs"].get("log_history", "log_history.json")
+    if history.is_file():  # the training curve, for the report of a run that starts from the adapter
+        shutil.copyfile(history, out_dir / HISTORY)
     run, model_args, training, args = marker["config"][0], marker["config"][1], marker["config"][-2], marker["config"][-1]
     provenance = {
         "base_model": run["policy_model"],

@@ -277,6 +277,11 @@ def test_an_exported_warm_start_gives_the_same_policy_without_training(tiny_conf
     theirs = load_file(str(trained / "merged" / "model.safetensors"))
     assert ours.keys() == theirs.keys()
     assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+    # its training curve comes along for the report
+    assert marker["outputs"]["log_history"] == "log_history.json"
+    from sweet_trl.report import build_report
+
+    assert "Warm start (SFT on scripted expert dialogues)" in build_report(str(other_run), None).read_text()
     # and the stages after it start from it
     markers = pipeline.run_pipeline(path, ["--pipeline.stages", "collect"], stream=io.StringIO())
     assert markers["collect"]["config"][0]["policy_model"] == str(other_run / "warm_start" / "merged")

@@ -232,7 +232,7 @@ def stage_warm_start(ctx: StageContext, model_config: Any, config: Any, args: An
 def _warm_start_from_adapter(ctx: StageContext, spec: str) -> StageResult:
     """The warm start from a trained adapter (``warm_start.adapter``): merged into the run's base, nothing trained."""
     from sweet_trl.pipeline.runner import _barrier, is_main_process
-    from sweet_trl.warm_start import file_digest, merge_adapter, read_provenance, resolve_adapter
+    from sweet_trl.warm_start import HISTORY, file_digest, merge_adapter, read_provenance, resolve_adapter
 
     try:
         adapter = resolve_adapter(spec)
@@ -251,10 +251,13 @@ def _warm_start_from_adapter(ctx: StageContext, spec: str) -> StageResult:
         ctx.log(f"warm start from the adapter {adapter} (trained {provenance.get('counts', {}).get('steps', '?')} "
                 f"steps; nothing is trained here)")
         shutil.copytree(adapter, ctx.dir / "model", dirs_exist_ok=True)
+        if (adapter / HISTORY).is_file():  # its training curve, for the report
+            shutil.copyfile(adapter / HISTORY, ctx.dir / HISTORY)
         merge_adapter(resolve_model(ctx.run.policy_model), adapter, ctx.dir / "merged")
         release()
     _barrier()
     counts = {k: int(v) for k, v in provenance.get("counts", {}).items()}
     return StageResult(counts=counts, metrics={k: float(v) for k, v in provenance.get("metrics", {}).items()},
-                       outputs={"model": "model", "policy": "merged"},
+                       outputs={"model": "model", "policy": "merged",
+                                **({"log_history": HISTORY} if (ctx.dir / HISTORY).is_file() else {})},
                        info={"adapter": str(adapter), "adapter_sha256": provenance.get("sha256"), "trained": False})
