@@ -51,7 +51,7 @@ def measure(config: str, run_dir: Path, policy_model: str | None, evaluation: st
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
     tasks = {task.task_id: task for task in resolve_tasks(run.eval_tasks, "backend")}
-    model = policy_model or run.policy_model
+    model = policy_model or starting_policy(study.config, run_dir, run.policy_model)
     result: dict[str, Any] = {"run_dir": str(run_dir), "policy_model": model, "evaluation": evaluation,
                               "seed": seed, "max_new_tokens": gen.max_new_tokens, "by_temperature": {}}
     backend = None  # loaded only when some temperature still has to be sampled
@@ -75,6 +75,21 @@ def measure(config: str, run_dir: Path, policy_model: str | None, evaluation: st
         del backend
         release()
     return result
+
+
+def starting_policy(config: dict[str, Any], run_dir: Path, policy_model: str) -> str:
+    """The run's starting policy: its warm-started one when the configuration has a ``warm_start:`` section (what the
+    run's "zero-shot" evaluation played), else ``policy_model``."""
+    from sweet_trl.pipeline.commands import WARM_START, warm_start_override
+    from sweet_trl.pipeline.runner import read_marker
+
+    if WARM_START not in config:
+        return policy_model
+    marker = read_marker(run_dir / WARM_START)
+    if marker is None:
+        raise SystemExit(f"error: this configuration starts from a warm start, which is not complete in {run_dir}: "
+                         "run `sweet-rl warm-start` with it first, or name the policy with --policy_model")
+    return warm_start_override(run_dir, marker)[1]
 
 
 def _print_by_k(rows: Sequence[dict[str, Any]], unit: str, sign: str = "") -> None:

@@ -354,6 +354,9 @@ class WarmStartArguments:
                              f"{self.warm_start_tasks}")
         if self.warm_start_templates is not None and not self.warm_start_templates:
             raise ValueError("warm_start_templates is empty: name warm-start templates, or leave it unset for all")
+        if self.adapter is not None and not self.adapter.strip():
+            raise ValueError("warm_start.adapter is empty: name a shipped adapter or a folder, or leave it unset to "
+                             "train the warm start")
         if self.adapter is not None and self.demonstrations is not None:
             raise ValueError("warm_start.adapter and warm_start.demonstrations exclude each other: the adapter is a "
                              "trained warm start, the demonstrations are what one trains on")

@@ -144,14 +144,14 @@ def resolve_adapter(spec: str) -> Path:
     """A warm-start adapter folder: a path, or the name of a shipped adapter. A missing or incomplete one is a
     ``FileNotFoundError`` that says how to make it."""
     path = Path(spec).expanduser()
-    if not path.exists() and "/" not in spec and (ADAPTERS_DIR / spec).exists():
-        path = ADAPTERS_DIR / spec
+    if not path.exists() and (ADAPTERS_DIR / spec.rstrip("/")).is_dir() and "/" not in spec.rstrip("/"):
+        path = ADAPTERS_DIR / spec.rstrip("/")
     if not path.is_dir():
         shipped = ", ".join(shipped_adapters()) or "none in this installation"
         raise FileNotFoundError(
             f"no warm-start adapter at {spec!r} (shipped: {shipped}). Train one with `sweet-rl warm-start --config "
-            f"warm_start_cpu` and export it with `python scripts/export_warm_start.py`, or remove warm_start.adapter "
-            f"to train the warm start in this run")
+            f"warm_start_cpu` and export it with the repository's scripts/export_warm_start.py, or remove "
+            f"warm_start.adapter to train the warm start in this run")
     missing = [name for name in ADAPTER_FILES if not (path / name).exists()]
     if missing:
         raise FileNotFoundError(f"{path} is not a LoRA adapter folder: {', '.join(missing)} missing")
@@ -164,6 +164,17 @@ def read_provenance(adapter_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def same_base(trained_on: Mapping[str, Any], policy_model: str) -> bool:
+    """Whether ``policy_model`` names the base an adapter was trained on (its recorded name or Hub id; the embedded
+    model's aliases are one model)."""
+    from sweet_trl.generation.transformers_backend import EMBEDDED_ALIASES
+
+    def canonical(name: Any) -> Any:
+        return "embedded" if isinstance(name, str) and name.lower() in EMBEDDED_ALIASES else name
+
+    return canonical(policy_model) in {canonical(trained_on.get("base_model")), trained_on.get("base_model_id")}
+
+
 def file_digest(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -173,14 +184,16 @@ def file_digest(path: Path) -> str:
 
 
 def merge_adapter(base_model: str, adapter_dir: Path, out_dir: Path) -> None:
-    """The policy a run starts from: ``adapter_dir`` merged into ``base_model`` (a path), saved in ``out_dir``.
-    The adapter's own ``base_model_name_or_path`` is not read: the run names its base."""
+    """The policy a run starts from: ``adapter_dir`` merged into ``base_model`` (a path), saved in ``out_dir``, in
+    the dtype a trained warm start's merge has (float32 on CPU, the base's own on a GPU). The adapter's own
+    ``base_model_name_or_path`` is not read: the run names its base."""
     import peft
     import torch
     import transformers
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32)
-    # bfloat16 adapter weights are cast to the base's float32 on load (autocast_adapter_dtype)
+    dtype = "auto" if torch.cuda.is_available() else torch.float32  # as sweet_trl.pipeline.load_causal_lm
+    model = transformers.AutoModelForCausalLM.from_pretrained(base_model, dtype=dtype)
+    # half-precision adapter weights are cast to the base's dtype on load (peft's autocast_adapter_dtype)
     model = peft.PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
     model.save_pretrained(out_dir)
     transformers.AutoTokenizer.from_pretrained(base_model).save_pretrained(out_dir)
@@ -190,18 +203,24 @@ def export_adapter(stage_dir: Path, out_dir: Path, *, base_model_id: str | None 
                    dtype: str = "float32") -> dict[str, Any]:
     """Write a finished warm start's adapter (``<run_dir>/warm_start``) as a small, self-describing folder: the
     LoRA weights cast to ``dtype``, its config (``base_model_name_or_path`` set to ``base_model_id`` when given,
-    since the run's own is a local path), and ``warm_start.json``: the run's settings, training figures and the
-    digest of the weights, which ``warm_start.adapter`` checks the run's base model against."""
+    since the run's own is a local path), its training curve, and ``warm_start.json``: the base model, the run's
+    settings, its training figures and the weights' digest (``warm_start.adapter`` checks the run's base model
+    and the file against them)."""
     import torch
     from safetensors.torch import load_file, save_file
 
+    if dtype not in ("float32", "bfloat16", "float16"):
+        raise ValueError(f"dtype must be float32, bfloat16 or float16, got {dtype!r}")
     stage_dir = Path(stage_dir)
     marker_path = stage_dir / "_COMPLETE.json"
     if not marker_path.exists():
         raise FileNotFoundError(f"{stage_dir} holds no finished warm start (no _COMPLETE.json)")
     marker = json.loads(marker_path.read_text())
     source = stage_dir / marker["outputs"]["model"]
-    resolve_adapter(str(source))
+    missing = [name for name in ADAPTER_FILES if not (source / name).exists()]
+    if missing:
+        raise FileNotFoundError(f"{source} holds no LoRA adapter ({', '.join(missing)} missing): only a warm start "
+                                f"trained with use_peft exports as an adapter")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     weights = load_file(str(source / "adapter_model.safetensors"))
@@ -214,6 +233,8 @@ def export_adapter(stage_dir: Path, out_dir: Path, *, base_model_id: str | None 
     history = stage_dir / marker["outputs"].get("log_history", "log_history.json")
     if history.is_file():  # the training curve, for the report of a run that starts from the adapter
         shutil.copyfile(history, out_dir / HISTORY)
+    else:
+        (out_dir / HISTORY).unlink(missing_ok=True)
     run, model_args, training, args = marker["config"][0], marker["config"][1], marker["config"][-2], marker["config"][-1]
     provenance = {
         "base_model": run["policy_model"],

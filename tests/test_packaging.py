@@ -81,6 +81,9 @@ def test_wheel_ships_the_configs_and_py_typed(wheel):
     assert {"colbench_gym/py.typed", "sweet_trl/py.typed", "sweet_trl/configs/__init__.py"} <= files
     assert {f"sweet_trl/configs/{name}.yaml" for name in names()} <= files
     assert {"demo_cpu", "study_cpu", "backend_8b", "frontend_8b", "study_8b"} <= set(names())
+    # the shipped warm start that demo_cpu starts from
+    adapter = "sweet_trl/adapters/smollm2-135m-procedural/"
+    assert {adapter + name for name in ("adapter_config.json", "adapter_model.safetensors", "warm_start.json")} <= files
 
 
 def test_installed_wheel_finds_a_config_by_name_away_from_the_checkout(wheel, tmp_path):

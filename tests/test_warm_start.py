@@ -285,6 +285,17 @@ def test_an_exported_warm_start_gives_the_same_policy_without_training(tiny_conf
     # and the stages after it start from it
     markers = pipeline.run_pipeline(path, ["--pipeline.stages", "collect"], stream=io.StringIO())
     assert markers["collect"]["config"][0]["policy_model"] == str(other_run / "warm_start" / "merged")
+    # the adapter's training options are not its identity: another learning rate changes nothing here...
+    same = io.StringIO()
+    tuned = _write(tiny_config, "from_adapter_tuned", run_dir=str(other_run),
+                   **{"warm_start.adapter": str(exported), "warm_start.learning_rate": 5e-4})
+    pipeline.run_pipeline(tuned, ["--pipeline.stages", "collect"], stream=same)
+    assert "[warm_start] skipped" in same.getvalue() and "[collect] skipped" in same.getvalue()
+    # ...its weights are: other weights under the same folder name start the run again
+    export_adapter(trained, exported, dtype="bfloat16")
+    changed = io.StringIO()
+    pipeline.run_pipeline(path, ["--pipeline.stages", "collect"], stream=changed)
+    assert "[warm_start] running again" in changed.getvalue() and "[collect] running again" in changed.getvalue()
     capsys.readouterr()
 
     # an adapter trained on another base, a damaged one, and none at all: each a clear error, nothing written
@@ -294,8 +305,9 @@ def test_an_exported_warm_start_gives_the_same_policy_without_training(tiny_conf
     (foreign / "warm_start.json").write_text(json.dumps({**meta, "base_model": "embedded"}))
     damaged = tiny_config["root"] / "damaged"
     export_adapter(trained, damaged)
-    (damaged / "adapter_model.safetensors").write_bytes((damaged / "adapter_model.safetensors").read_bytes()[:-8]
-                                                        + b"\0" * 8)
+    weights = bytearray((damaged / "adapter_model.safetensors").read_bytes())
+    weights[-1] ^= 0xFF  # one byte of the last weight
+    (damaged / "adapter_model.safetensors").write_bytes(bytes(weights))
     for name, adapter, message in (
             ("foreign", foreign, "was trained on policy_model 'embedded'"),
             ("damaged", damaged, "does not match the digest in its warm_start.json"),
@@ -311,6 +323,19 @@ def test_an_exported_warm_start_gives_the_same_policy_without_training(tiny_conf
     both = _write(tiny_config, "both", **{"warm_start.adapter": str(exported), "warm_start.demonstrations": "x.jsonl"})
     assert cli.main(["warm-start", "--config", str(both)]) == 2
     assert "warm_start.adapter and warm_start.demonstrations exclude each other" in capsys.readouterr().err
+    empty = _write(tiny_config, "empty", **{"warm_start.adapter": " "})
+    assert cli.main(["warm-start", "--config", str(empty)]) == 2
+    assert "warm_start.adapter is empty" in capsys.readouterr().err
+
+
+def test_an_adapter_names_its_base_by_any_alias_or_hub_id():
+    from sweet_trl.warm_start import same_base
+
+    shipped = {"base_model": "embedded", "base_model_id": "HuggingFaceTB/SmolLM2-135M-Instruct"}
+    assert all(same_base(shipped, name) for name in ("embedded", "SmolLM2", "smollm2-135m-instruct",
+                                                     "HuggingFaceTB/SmolLM2-135M-Instruct"))
+    assert not same_base(shipped, "meta-llama/Llama-3.1-8B-Instruct")
+    assert not same_base({"base_model": "/models/a"}, "/models/b")
 
 
 def test_the_shipped_adapter_is_warm_start_cpus_and_intact():
@@ -326,8 +351,9 @@ def test_the_shipped_adapter_is_warm_start_cpus_and_intact():
     config = pipeline.load_yaml(config_path("warm_start_cpu"))
     run, model_config, sft, options = pipeline._parse(pipeline.STAGES["warm_start"], config, [])
     assert provenance["base_model"] == run.policy_model and provenance["max_turns"] == run.max_turns
-    assert provenance["warm_start"] == {"warm_start_tasks": options.warm_start_tasks, "warm_start_templates": None,
-                                        "warm_start_seed": options.warm_start_seed, "demonstrations": None}
+    assert provenance["warm_start"]["warm_start_tasks"] == options.warm_start_tasks
+    assert provenance["warm_start"]["warm_start_seed"] == options.warm_start_seed
+    assert provenance["warm_start"]["warm_start_templates"] is None and provenance["warm_start"]["demonstrations"] is None
     assert provenance["lora"]["lora_r"] == model_config.lora_r
     assert provenance["training"]["learning_rate"] == sft.learning_rate
     assert provenance["training"]["num_train_epochs"] == sft.num_train_epochs

@@ -13,7 +13,7 @@ from typing import Any
 
 from sweet_trl.pipeline.errors import StageError
 from sweet_trl.pipeline.export import push_stage
-from sweet_trl.pipeline.runner import TRAINING_STAGES, Stage, read_marker, run_stage
+from sweet_trl.pipeline.runner import TRAINING_STAGES, Stage, fingerprint, read_marker, run_stage
 from sweet_trl.pipeline.stages import (
     EVALUATION_METRICS,
     _evaluate_folder,
@@ -93,6 +93,20 @@ def _warm_start_types():
     return (_model_config(), RejectionFinetuneConfig, WarmStartArguments)
 
 
+def _warm_start_identity(model_config: Any, sft: Any, options: Any) -> dict[str, Any] | None:
+    """From an adapter, the warm start is that adapter's weights (their digest, so that a changed file under the
+    same name counts) and nothing of the training options; trained here, every option counts (None)."""
+    if not options.adapter:
+        return None
+    from sweet_trl.warm_start import file_digest, resolve_adapter
+
+    try:
+        path = resolve_adapter(options.adapter)
+    except FileNotFoundError:
+        return {"adapter": options.adapter}  # the stage itself says what is missing
+    return {"adapter": options.adapter, "sha256": file_digest(path / "adapter_model.safetensors")}
+
+
 def _mtdpo_types():
     from sweet_trl.baselines.multiturn_dpo import MultiTurnDPOConfig
     from sweet_trl.pipeline_config import ExportArguments
@@ -102,7 +116,8 @@ def _mtdpo_types():
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (
     Stage("warm_start", "supervised fine-tuning on scripted expert dialogues before RL", _warm_start_types,
-          stage_warm_start, run_fields=("policy_model", "max_turns", "simulator", "simulator_base_url")),
+          stage_warm_start, run_fields=("policy_model", "max_turns", "simulator", "simulator_base_url"),
+          options_identity=_warm_start_identity),
     Stage("collect", "roll out the base policy on the training tasks",
           lambda: (GenerationArguments, CollectArguments), stage_collect, push=push_stage,
           run_fields=("train_tasks", "max_train_tasks", "simulator", "simulator_base_url", "max_turns", "policy_model")),
@@ -213,6 +228,10 @@ def _warm_started_policy(config: dict[str, Any], cli_args: Sequence[str]) -> lis
     if marker is None:
         raise StageError(f"this run starts from a warm start (the configuration's warm_start: section), which is not "
                          f"complete in {run_dir}: run `sweet-rl warm-start` with the same --config first")
+    if marker.get("fingerprint") != fingerprint(stage, args, {}):
+        raise StageError(f"the warm start in {run_dir} was made with other settings than this configuration's "
+                         f"warm_start: section (or another adapter file): run `sweet-rl warm-start` with the same "
+                         f"--config first")
     return warm_start_override(run_dir, marker)
 
 

@@ -115,6 +115,8 @@ class Stage:
     inputs: Callable[..., list[str]] = lambda *args: []
     folder: Callable[..., str] | None = None
     push: Callable[..., dict[str, str]] | None = None
+    # what of its options determines its outputs, when not all of them do (None: all of them)
+    options_identity: Callable[..., Any] | None = None
 
     @property
     def command(self) -> str:
@@ -196,10 +198,12 @@ def fingerprint(stage: Stage, args: Sequence[Any], inputs: dict[str, dict[str, A
     by their contents' sizes and times), and which run of each upstream stage it reads (re-running one, even
     with ``--force`` and the same options, makes the stages after it run again)."""
     run = asdict_public(args[0])
+    identity = stage.options_identity(*args[1:]) if stage.options_identity else None
     view = {
         "stage": stage.name,
         "run": _fingerprint_view({k: run[k] for k in ("env_id", *stage.run_fields)}),
-        "args": [_fingerprint_view(_without_neutral_additions(a)) for a in args[1:]],
+        "args": identity if identity is not None else [_fingerprint_view(_without_neutral_additions(a))
+                                                       for a in args[1:]],
         "inputs": {name: [marker["fingerprint"], marker.get("run_id")] for name, marker in sorted(inputs.items())},
     }
     return hashlib.sha256(json.dumps(view, sort_keys=True, default=str).encode()).hexdigest()[:16]

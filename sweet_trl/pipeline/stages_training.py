@@ -231,31 +231,39 @@ def stage_warm_start(ctx: StageContext, model_config: Any, config: Any, args: An
 
 def _warm_start_from_adapter(ctx: StageContext, spec: str) -> StageResult:
     """The warm start from a trained adapter (``warm_start.adapter``): merged into the run's base, nothing trained."""
-    from sweet_trl.pipeline.runner import _barrier, is_main_process
-    from sweet_trl.warm_start import HISTORY, file_digest, merge_adapter, read_provenance, resolve_adapter
+    from sweet_trl.pipeline.runner import world_size
+    from sweet_trl.warm_start import HISTORY, file_digest, merge_adapter, read_provenance, resolve_adapter, same_base
 
+    if world_size() > 1:  # nothing to share out, and a failure on one process would leave the others waiting
+        raise StageError("warm_start: a warm start from an adapter trains nothing; run it in one process "
+                         "(`sweet-rl warm-start`), then launch the later stages")
     try:
         adapter = resolve_adapter(spec)
     except FileNotFoundError as err:
         raise StageError(f"warm_start: {err}") from err
     provenance = read_provenance(adapter)
-    trained_on = provenance.get("base_model")
-    if trained_on is not None and trained_on != ctx.run.policy_model:
-        raise StageError(f"warm_start: the adapter {spec!r} was trained on policy_model {trained_on!r}, and this run's "
-                         f"policy_model is {ctx.run.policy_model!r}: set policy_model to {trained_on!r}, or train "
-                         f"the warm start here (remove warm_start.adapter)")
+    if provenance and not same_base(provenance, ctx.run.policy_model):
+        raise StageError(f"warm_start: the adapter {spec!r} was trained on policy_model "
+                         f"{provenance.get('base_model')!r}, and this run's policy_model is {ctx.run.policy_model!r}: "
+                         f"set policy_model to {provenance.get('base_model')!r}, or train the warm start here (remove "
+                         f"warm_start.adapter)")
+    if provenance.get("env_id", ctx.run.env_id) != ctx.run.env_id:
+        raise StageError(f"warm_start: the adapter {spec!r} was trained on {provenance['env_id']} dialogues, and this "
+                         f"run plays {ctx.run.env_id}")
+    if provenance.get("max_turns", ctx.run.max_turns) != ctx.run.max_turns:
+        ctx.log(f"note: the adapter was trained on {provenance['max_turns']}-turn dialogues, this run allows "
+                f"{ctx.run.max_turns}")
     if provenance.get("sha256") and file_digest(adapter / "adapter_model.safetensors") != provenance["sha256"]:
         raise StageError(f"warm_start: {adapter}/adapter_model.safetensors does not match the digest in its "
                          f"warm_start.json: the file was changed or damaged")
-    if is_main_process():
-        ctx.log(f"warm start from the adapter {adapter} (trained {provenance.get('counts', {}).get('steps', '?')} "
-                f"steps; nothing is trained here)")
-        shutil.copytree(adapter, ctx.dir / "model", dirs_exist_ok=True)
-        if (adapter / HISTORY).is_file():  # its training curve, for the report
-            shutil.copyfile(adapter / HISTORY, ctx.dir / HISTORY)
-        merge_adapter(resolve_model(ctx.run.policy_model), adapter, ctx.dir / "merged")
-        release()
-    _barrier()
+    base = resolve_model(ctx.run.policy_model)
+    ctx.log(f"warm start from the adapter {adapter} (trained {provenance.get('counts', {}).get('steps', '?')} steps; "
+            f"nothing is trained here)")
+    shutil.copytree(adapter, ctx.dir / "model", dirs_exist_ok=True)
+    if (adapter / HISTORY).is_file():  # its training curve, for the report
+        shutil.copyfile(adapter / HISTORY, ctx.dir / HISTORY)
+    merge_adapter(base, adapter, ctx.dir / "merged")
+    release()
     counts = {k: int(v) for k, v in provenance.get("counts", {}).items()}
     return StageResult(counts=counts, metrics={k: float(v) for k, v in provenance.get("metrics", {}).items()},
                        outputs={"model": "model", "policy": "merged",

@@ -190,6 +190,8 @@ def _study_section(data: RunData) -> str:
            + (f"<p>Any candidate succeeds on {selection['turns_with_a_success']} of {selection['turns']} turns: the "
               "most successes that ranking these candidates can give.</p>" if "turns_with_a_success" in selection
               else "") if selection_rows else "")
+        + (f"<h3>The critics judged directly</h3><p>Not measured: {esc(selection['error'])}</p>"
+           if "error" in selection else "")
         + _answer_turn_tables(study.get("answer_turns") or {})
         + f"<p class='muted'>Stage time {study['stage_seconds_total'] / 60:.1f} min.</p></section>"
     )

@@ -29,6 +29,10 @@ from sweet_trl.study.stats import bootstrap_by_task, paired_by_task
 SOLVED = 1.0  # the reward of an answer that passes every hidden test: a success
 
 
+class NoAnswerTurns(ValueError):
+    """No episode of an evaluation ended with an answer: nothing to sample again at the answer turn."""
+
+
 def answer_turn_states(trajectories: Any, max_turns: int, env_id: str, max_states: int | None = None,
                        seed: int = 0) -> list[dict[str, Any]]:
     """The final agent turn of every usable trajectory that ended with an answer, as a turn state (prompt without
@@ -47,9 +51,9 @@ def answer_turn_states(trajectories: Any, max_turns: int, env_id: str, max_state
             last[state["episode_id"]] = state
     chosen = sorted((s for s in last.values() if ANSWER_MARKER in s["original"]), key=lambda s: s["state_id"])
     if not chosen:
-        raise ValueError(f"no answer turn in {trajectories}: none of its {len(records)} episodes ended with an answer "
-                         f"({ANSWER_MARKER!r}), so there is no answer to sample again. Evaluate with "
-                         f"force_answer_on_last_turn, or a policy that answers")
+        raise NoAnswerTurns(f"no answer turn in {trajectories}: none of its {len(last)} usable episodes ended with an "
+                            f"answer ({ANSWER_MARKER!r}), so there is no answer to sample again. Evaluate with "
+                            f"force_answer_on_last_turn, or a policy that answers")
     if max_states is not None and len(chosen) > max_states:
         chosen = sorted(random.Random(seed).sample(chosen, max_states), key=lambda s: s["state_id"])
     return chosen

@@ -216,11 +216,12 @@ class Study:
 
     def judge_critics(self) -> dict[str, Any]:
         """The critics' best-of-N judgement; one that cannot run is recorded in its place, as above."""
+        from sweet_trl.study.critic_eval import NoAnswerTurns
         from sweet_trl.study.critic_run import judge_critics
 
         try:
             return judge_critics(self)
-        except ValueError as err:
+        except NoAnswerTurns as err:
             print(f"[critic_eval] not measured: {err}", file=self.out, flush=True)
             return {"error": str(err)}
 
