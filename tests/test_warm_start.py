@@ -359,3 +359,7 @@ def test_the_shipped_adapter_is_warm_start_cpus_and_intact():
     assert provenance["training"]["num_train_epochs"] == sft.num_train_epochs
     adapter_config = json.loads((adapter / "adapter_config.json").read_text())
     assert adapter_config["r"] == model_config.lora_r and adapter_config["lora_alpha"] == model_config.lora_alpha
+    # the demo starts from it
+    demo = pipeline.load_yaml(config_path("demo_cpu"))
+    _, _, _, demo_options = pipeline._parse(pipeline.STAGES["warm_start"], demo, [])
+    assert resolve_adapter(demo_options.adapter) == adapter and demo["policy_model"] == provenance["base_model"]
