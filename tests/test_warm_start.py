@@ -23,6 +23,7 @@ from colbench_gym.tasks.procedural import (
     warm_start_tasks,
 )
 from sweet_trl import cli, pipeline
+from sweet_trl.pipeline.errors import StageError
 
 POOL = warm_start_tasks(sum(len(t.values_for("train", whole_pools=True)) for t in WARM_START_TEMPLATES))
 BY_TEMPLATE = {t.name: t for t in WARM_START_TEMPLATES}
@@ -198,6 +199,13 @@ def test_the_pipeline_runs_the_warm_start_first_and_starts_every_stage_from_it(t
     assert "[warm_start] skipped" in again.getvalue() and "[collect] skipped" in again.getvalue()
     assert cli.main(["collect", "--config", str(tiny_config["path"])]) == 0
     assert "[collect] skipped" in capsys.readouterr().out
+    # a training stage's own options on its command line are not the warm start's (they would refuse it)
+    from sweet_trl.pipeline.commands import _warm_started_policy
+
+    stage_options = ["--learning_rate", "5e-4", "--max_steps", "9", "--num_train_epochs", "3"]
+    assert _warm_started_policy(tiny_config["config"], stage_options) == ["--policy_model", started_from]
+    with pytest.raises(StageError, match="which is not complete in"):  # the run's own options still count
+        _warm_started_policy(tiny_config["config"], ["--run_dir", str(tiny_config["root"] / "elsewhere")])
 
     # the run's report shows the stage and its training curve
     from sweet_trl.report import build_report

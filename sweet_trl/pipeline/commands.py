@@ -170,6 +170,11 @@ def _stage_options(name: str) -> frozenset[str]:
     return frozenset(known_options(make_parser(STAGES[name].dataclass_types())))
 
 
+@functools.cache
+def _run_options() -> frozenset[str]:
+    return frozenset(known_options(make_parser([RunArguments])))
+
+
 def _check_keys(config: dict[str, Any], shared_cli: Sequence[str] = (), everything: bool = False
                 ) -> dict[str, frozenset[str]]:
     """Fail on top-level keys and command-line options that no stage takes (typos), before anything runs.
@@ -220,9 +225,13 @@ def warm_start_override(run_dir: str | os.PathLike, marker: dict[str, Any]) -> l
 
 def _warm_started_policy(config: dict[str, Any], cli_args: Sequence[str]) -> list[str]:
     """For one stage run alone in a run with a ``warm_start:`` section: the override that starts it from the warm
-    start, which must be complete."""
+    start, which must be complete.
+
+    Only the run's own options (``--run_dir``, ``--env_id``, ...) on the command line count: the others are the
+    stage's (``sweet-rl train-policy --learning_rate 3e-4`` sets the policy's learning rate, not the warm start's).
+    """
     stage = STAGES[WARM_START]
-    args = _parse(stage, config, filter_cli_args(cli_args, _stage_options(WARM_START)))
+    args = _parse(stage, config, filter_cli_args(cli_args, _run_options()))
     run_dir = Path(args[0].run_dir)
     marker = read_marker(run_dir / stage.dir_name(args[1:]))
     if marker is None:
