@@ -8,7 +8,8 @@
 (``success_rate`` is a fraction, ``tests_passed`` a percentage, as in the evaluation metrics), ``comparisons``
 (paired differences by task, same units), ``critic_selection``, ``answer_turns`` (every policy's answers on the same
 held-out answer turns, `sweet_trl.study.answer_turns`), ``stages`` (seconds per stage), ``seeds``,
-``versions`` and ``wall_seconds``.
+``versions`` and ``wall_seconds`` (this call's: a resumed study counts only its own time there, while ``stages``
+keeps each stage's seconds from the call that ran it).
 """
 
 from __future__ import annotations
