@@ -245,6 +245,9 @@ class CandidateArguments:
             Fraction of the trajectories whose agent turns become turn states.
         max_states (`int` or `None`, *optional*, defaults to `None`):
             At most this many turn states (a seeded subset; all when `None`).
+        state_turns (`list[int]` or `None`, *optional*, defaults to `None`):
+            Agent turns (0 = the first message) that become turn states; `None`: every turn (the paper). With
+            `policy_pairs.turns` the same, only the turns that are trained are sampled and ranked.
         candidates_seed (`int`, *optional*, defaults to `0`):
             Seed of the state selection and of the sampling.
     """
@@ -252,6 +255,7 @@ class CandidateArguments:
     num_candidates: int = 16
     state_fraction: float = 0.1
     max_states: int | None = None
+    state_turns: list[int] | None = None
     candidates_seed: int = 0
 
     def __post_init__(self):

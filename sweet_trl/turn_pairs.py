@@ -11,7 +11,8 @@ elsewhere (the command line has one subcommand per stage)::
     rank_candidates("runs/candidates", critic, config, output_dir="runs/ranked")           # a trained critic
     build_turn_pairs("runs/ranked", config, output_dir="runs/turn_pairs")                  # -> TurnPreferenceTrainer
 
-1. **Turn states.** A seeded ``state_fraction`` of the trajectories; every agent turn of each becomes a state:
+1. **Turn states.** A seeded ``state_fraction`` of the trajectories; every agent turn of each (or those of
+   ``state_turns``) becomes a state:
    the policy's prompt at that turn (system instructions + dialogue so far, *never* the privileged information)
    and, kept apart for the critic only, the privileged information ``c`` (the task's ground truth).
 2. **Candidates.** ``num_candidates`` next messages sampled from the policy for each state, with the policy's
@@ -68,7 +69,11 @@ class TurnPairsConfig:
         state_fraction (`float`, *optional*, defaults to `0.1`):
             Fraction of the trajectories whose agent turns become turn states, drawn with `seed`.
         max_states (`int` or `None`, *optional*, defaults to `None`):
-            Keep at most this many turn states (a seeded subset), after `state_fraction`.
+            Keep at most this many turn states (a seeded subset), after `state_fraction` and `state_turns`.
+        state_turns (`list[int]` or `None`, *optional*, defaults to `None`):
+            Agent turns (0 = the first message) that become turn states; `None`: every turn, as in the paper.
+            `[1]` with a two-turn budget samples only the answer turns, half the cost when only those are trained
+            (`turns` below).
         env_id (`str` or `None`, *optional*, defaults to `None`):
             Environment whose system instructions start each prompt. `None` reads each record's `env_id`, or
             guesses it for original ColBench records (backend when the task has `test_cases`, else frontend).
@@ -124,6 +129,7 @@ class TurnPairsConfig:
 
     state_fraction: float = 0.1
     max_states: int | None = None
+    state_turns: list[int] | None = None
     env_id: str | None = None
     max_turns: int = 10
     privileged_key: str = "ground_truth"
@@ -154,8 +160,10 @@ class TurnPairsConfig:
             raise ValueError("generation_batch_size and scoring_batch_size must be >= 1")
         if self.min_score_gap < 0:
             raise ValueError(f"min_score_gap must be >= 0, got {self.min_score_gap}")
-        if self.turns is not None and (not self.turns or any(int(t) != t or t < 0 for t in self.turns)):
-            raise ValueError(f"turns must be None or a non-empty list of agent turn indices >= 0, got {self.turns}")
+        for name in ("state_turns", "turns"):
+            turns = getattr(self, name)
+            if turns is not None and (not turns or any(int(t) != t or t < 0 for t in turns)):
+                raise ValueError(f"{name} must be None or a non-empty list of agent turn indices >= 0, got {turns}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -276,6 +284,9 @@ def turn_states_from_records(records: Iterable[Mapping[str, Any]], config: TurnP
         dialogue = trajectory.messages
         agent_messages = [m for m in dialogue if m["role"] == "assistant"]
         for turn, message in enumerate(agent_messages):
+            if config.state_turns is not None and turn not in config.state_turns:
+                stats.dropped["state_turn_not_selected"] += 1
+                continue
             prompt = policy_prompt(dialogue, turn, instructions_cache[env_id])
             if prompt[-1]["role"] != "user":
                 stats.dropped["state_not_after_user_message"] += 1

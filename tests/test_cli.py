@@ -124,6 +124,18 @@ def test_policy_pairs_turns_parse_from_yaml_and_command_line():
     assert pipeline._parse(stage, {}, [])[1].turns is None
 
 
+def test_sampled_turns_parse_and_leave_finished_runs_valid():
+    from sweet_trl.pipeline.runner import fingerprint
+
+    stage = pipeline.STAGES["sample_candidates"]
+    *_, candidates = pipeline._parse(stage, {"sample_candidates": {"state_turns": [1]}}, [])
+    assert candidates.state_turns == [1]
+    before = pipeline._parse(stage, {}, [])
+    assert before[-1].state_turns is None
+    # a run made before the option existed has the fingerprint of state_turns None; asking for [1] runs it again
+    assert fingerprint(stage, pipeline._parse(stage, {}, ["--state_turns", "1"]), {}) != fingerprint(stage, before, {})
+
+
 def test_configuration_errors_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match=r"unknown keys in section 'collect': \['episodes_per_tsak'\]"):
         pipeline._parse(pipeline.STAGES["collect"], {"collect": {"episodes_per_tsak": 2}}, [])

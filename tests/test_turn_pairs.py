@@ -65,6 +65,24 @@ def test_turn_states_are_a_seeded_fraction_of_trajectories_without_privileged_in
     assert saved["rows_out"] == 15 and saved["dropped"] == {"trajectory_not_selected": 15}
 
 
+def test_turn_states_only_at_the_chosen_turns(tmp_path):
+    records = collaborative_trajectories(10, per_task=2, num_agent_turns=3)
+    every_turn = select_turn_states(records, TurnPairsConfig(state_fraction=0.25, seed=0))
+    answers = select_turn_states(records, TurnPairsConfig(state_fraction=0.25, seed=0, state_turns=[2]),
+                                 output_dir=tmp_path / "states")
+    assert set(answers["turn"]) == {2} and len(answers) == 5  # the same 5 trajectories, their last turn only
+    assert answers["state_id"] == [s for s, t in zip(every_turn["state_id"], every_turn["turn"]) if t == 2]
+    stats = json.loads((tmp_path / "states" / "stage_stats.json").read_text())
+    assert stats["dropped"] == {"trajectory_not_selected": 15, "state_turn_not_selected": 10}
+    capped = select_turn_states(records, TurnPairsConfig(state_fraction=1.0, state_turns=[0, 2], max_states=7))
+    assert len(capped) == 7 and set(capped["turn"]) <= {0, 2}
+    with pytest.raises(ValueError, match="no turn state could be made"):
+        select_turn_states(records, TurnPairsConfig(state_fraction=1.0, state_turns=[5]))
+    for bad in ([], [-1], [0.5]):
+        with pytest.raises(ValueError, match="state_turns"):
+            TurnPairsConfig(state_turns=bad)
+
+
 def test_turn_states_leave_out_unusable_trajectories_and_read_original_colbench_records():
     original = collaborative_trajectories(2, per_task=1, num_agent_turns=2)
     for record in original:  # the original ColBench format: no ids, no env, no success
