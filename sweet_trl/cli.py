@@ -2,6 +2,7 @@
 
     sweet-rl pipeline          --config demo_cpu                           # every stage, then the report
     sweet-rl study             --config study_cpu                          # SWEET-RL vs ablation and baselines
+    sweet-rl warm-start        --config demo_cpu                           # the starting policy (SFT or a shipped adapter)
     sweet-rl collect           --config run.yaml [--episodes_per_task 8]   # roll out the base policy
     sweet-rl critic-pairs      --config run.yaml                           # trajectory pairs per task
     sweet-rl train-critic      --config run.yaml [--push_to_hub]           # the asymmetric critic
@@ -16,8 +17,8 @@
 
 Every stage takes the same YAML file (shared keys and a section per stage, see
 :mod:`sweet_trl.pipeline_config`) and command-line overrides. ``--config`` is a file's path or the name of
-a configuration shipped with the package (:mod:`sweet_trl.configs`: demo_cpu, study_cpu, backend_8b,
-frontend_8b, study_8b); ``sweet-rl configs demo_cpu > my_run.yaml`` starts a copy of your own.
+a configuration shipped with the package (:mod:`sweet_trl.configs`: demo_cpu, study_cpu, warm_start_cpu,
+backend_8b, frontend_8b, study_8b); ``sweet-rl configs demo_cpu > my_run.yaml`` starts a copy of your own.
 ``sweet-rl <command> --help`` lists a stage's options. Stages write under ``<run_dir>/<stage>/`` and skip
 themselves once complete.
 
