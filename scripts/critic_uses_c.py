@@ -6,8 +6,8 @@ the critic scores every candidate again, this time given the reference of anothe
 (the same function with other hidden values: another rate, threshold or text), and picks its best candidate. A
 critic that uses c picks worse with the wrong one; a critic that ranks by the dialogue and the answer alone picks
 the same. The difference is paired by turn, averaged per task and bootstrapped over tasks, as the study's own.
-Procedural tasks only (the template is read from the task id); turns whose template has no other test task are left
-out.
+Procedural tasks only (the template is read from the task id); the other reference comes from the judged turns'
+tasks or the rest of ``procedural:test``, so a judgement of a few turns is probed whole.
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/critic_uses_c.py runs/study_cpu_run3_judge --json out.json
 
@@ -20,9 +20,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from colbench_gym.tasks.procedural import load_procedural
 from sweet_trl.pipeline import write_json_atomic
 from sweet_trl.study.critic_eval import (
     best_of_n_selection,
@@ -43,14 +45,16 @@ def template_of(task_id: str) -> str | None:
     return parts[3] if len(parts) == 5 and parts[0] == "proc" else None
 
 
-def other_references(rows: list[dict[str, Any]]) -> list[str | None]:
+def other_references(rows: list[dict[str, Any]], pool: Mapping[str, str] | None = None) -> list[str | None]:
     """For each row, the reference of the next test task of its template (in task id order) that has another
-    reference; None when there is none."""
+    reference, among the judged turns' tasks and ``pool`` (task id -> reference: the split's other tasks, which a
+    judgement of a few turns needs); None when there is none."""
     references: dict[str, dict[str, str]] = {}
-    for row in rows:
-        template = template_of(str(row["task_id"]))
+    named = [*(pool or {}).items(), *((str(row["task_id"]), str(row["privileged"])) for row in rows)]
+    for task_id, reference in named:
+        template = template_of(task_id)
         if template is not None:
-            references.setdefault(template, {})[str(row["task_id"])] = str(row["privileged"])
+            references.setdefault(template, {})[task_id] = reference
     out: list[str | None] = []
     for row in rows:
         template = template_of(str(row["task_id"]))
@@ -89,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     rows, settings = judged_rows(args.run_dir)
-    others = other_references(rows)
+    pool = {task["task_id"]: task["ground_truth"] for task in load_procedural("test")}
+    others = other_references(rows, pool)
     rows = [{**row, "other_c": other} for row, other in zip(rows, others) if other is not None]
     if not rows:
         raise SystemExit("no judged turn has another test task of its template: nothing to compare")

@@ -156,6 +156,9 @@ def test_critic_uses_c_takes_another_task_of_the_same_template():
             {"task_id": "proc-test-unseen-seat_label-cccc", "privileged": "Row"},  # alone in its template
             {"task_id": "custom-1", "privileged": "x"}]  # not a procedural task
     assert script.other_references(rows) == ["rate 5", "rate 3", "rate 5", None, None]
+    # the split's other tasks fill in where the judged turns have no second task of a template
+    pool = {"proc-test-unseen-seat_label-dddd": "Seat", "proc-test-seen-late_fee-cccc": "rate 7"}
+    assert script.other_references(rows, pool) == ["rate 5", "rate 7", "rate 5", "Seat", None]
     assert script.template_of("proc-test-seen-age_group-62eb49ba") == "age_group"
     scored = [{"scores": {script.TRUE_C: [0.1, 0.9, 0.2], script.OTHER_C: [0.0, 0.5, 0.4]}},
               {"scores": {script.TRUE_C: [0.3, 0.1], script.OTHER_C: [0.1, 0.3]}}]
