@@ -35,8 +35,7 @@ demo: setup
 	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config demo_cpu
 
 # The small-scale study (SWEET-RL, its ablation, RFT, multi-turn DPO, zero-shot; intervals), every policy from the
-# warm start: before it, 93 minutes on run 2's 2-core machine, about 4 hours on one 2.7x slower; the warm start itself
-# adds 15-55 minutes of training unless the run dir already holds it (benchmarks/RESULTS.md).
+# shipped warm start: about 205 minutes of stages on a quiet 2-core VM (benchmarks/RESULTS.md).
 study: setup
 	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config study_cpu
 
