@@ -124,7 +124,7 @@ def test_policy_pairs_turns_parse_from_yaml_and_command_line():
     assert pipeline._parse(stage, {}, [])[1].turns is None
 
 
-def test_sampled_turns_parse_and_leave_finished_runs_valid():
+def test_sampled_turns_parse_and_change_the_stage_fingerprint():
     from sweet_trl.pipeline.runner import fingerprint
 
     stage = pipeline.STAGES["sample_candidates"]
@@ -132,7 +132,7 @@ def test_sampled_turns_parse_and_leave_finished_runs_valid():
     assert candidates.state_turns == [1]
     before = pipeline._parse(stage, {}, [])
     assert before[-1].state_turns is None
-    # a run made before the option existed has the fingerprint of state_turns None; asking for [1] runs it again
+    # asking for [1] in a finished run runs the stage again (None, the default, is NEUTRAL_WHEN_ADDED)
     assert fingerprint(stage, pipeline._parse(stage, {}, ["--state_turns", "1"]), {}) != fingerprint(stage, before, {})
 
 

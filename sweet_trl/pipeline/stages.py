@@ -169,9 +169,8 @@ def stage_sample_candidates(ctx: StageContext, gen: GenerationArguments, args: C
 
     config = _turn_pairs_config(
         ctx.run, state_fraction=args.state_fraction, max_states=args.max_states, state_turns=args.state_turns,
-        num_candidates=args.num_candidates,
-        temperature=gen.temperature, top_p=gen.top_p, max_new_tokens=gen.max_new_tokens,
-        generation_batch_size=gen.generation_batch_size, seed=args.candidates_seed,
+        num_candidates=args.num_candidates, temperature=gen.temperature, top_p=gen.top_p,
+        max_new_tokens=gen.max_new_tokens, generation_batch_size=gen.generation_batch_size, seed=args.candidates_seed,
     )
     states = select_turn_states(ctx.input_path("collect", "trajectories"), config, output_dir=ctx.dir / "states")
     ctx.log(f"{len(states)} turn states; sampling {args.num_candidates} candidates each")
