@@ -173,6 +173,23 @@ def test_stage_without_its_input_says_which_command_to_run(tmp_path):
     assert not (tmp_path / "second" / MARKER).exists()
 
 
+def test_a_linked_stage_folder_that_must_run_again_is_left_to_the_user(tmp_path):
+    _, first, _ = _toy_stages([])
+    ToyArgs = first.arg_types()[0]
+    shared = tmp_path / "study"
+    run_stage(first, (RunArguments(run_dir=str(shared)), ToyArgs(1)), stream=io.StringIO())
+    variant = tmp_path / "variant"
+    variant.mkdir()
+    (variant / "first").symlink_to(shared / "first")
+    out = io.StringIO()
+    run_stage(first, (RunArguments(run_dir=str(variant)), ToyArgs(1)), stream=out)  # same options: reused
+    assert "skipped" in out.getvalue()
+    with pytest.raises(StageError, match="links to .*remove the link"):
+        run_stage(first, (RunArguments(run_dir=str(variant)), ToyArgs(2)), stream=io.StringIO())
+    assert json.loads((shared / "first" / "data.json").read_text()) == 1  # the other run's stage is intact
+    assert (shared / "first" / MARKER).exists()
+
+
 def test_interrupted_stage_leaves_no_marker_and_resumes_with_its_files(tmp_path):
     from dataclasses import dataclass
 

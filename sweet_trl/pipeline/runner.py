@@ -210,6 +210,11 @@ def fingerprint(stage: Stage, args: Sequence[Any], inputs: dict[str, dict[str, A
 
 
 def clear_folder(path: Path) -> None:
+    if path.is_symlink():
+        # A linked stage folder belongs to another run (a variant reusing a study's stages): clearing it here
+        # would destroy that run's results, so the user decides.
+        raise StageError(f"{path} links to {path.resolve()}, which must run again here: remove the link (the "
+                         f"other run keeps its stage) or copy that folder in its place")
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
