@@ -427,6 +427,14 @@ def test_extract_code():
         extract_code(None)  # type: ignore[arg-type]
 
 
+def test_extract_code_keeps_the_models_compile_warnings_out_of_the_log():
+    answer = 'I WANT TO ANSWER:\n```python\ndef f(x):\n    return 1if x else "\\d"\n```'
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert extract_code(answer) == 'def f(x):\n    return 1if x else "\\d"'
+    assert caught == []
+
+
 def test_extract_code_with_one_unmatched_fence():
     # The opening fence was in the prompt (a forced answer prefix): code, closing fence, then prose.
     assert extract_code("def f(x):\n    return x\n```\nThis returns x.") == "def f(x):\n    return x"

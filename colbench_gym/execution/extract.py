@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import warnings
 from dataclasses import dataclass
 
 _PYTHON_TAGS = {"python", "py", "python3", "py3"}
@@ -197,8 +198,15 @@ def _tidy(lines: list[str]) -> str:
 
 
 def _parses(code: str) -> bool:
+    # Model-written code is probed here, not run: its compile-time warnings ("invalid decimal literal" for `1if`,
+    # "invalid escape sequence") would fill every collection's log with lines about the model's code.
+    # catch_warnings swaps process-wide filters; two threads that overlap here can at worst leave these two
+    # warning kinds ignored, which a lock would not be worth (a lock held across a fork hangs the child).
     try:
-        ast.parse(code)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return bool(code)
