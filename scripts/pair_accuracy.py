@@ -7,7 +7,8 @@ best-of-N pick against a random pick and the best candidate (tests passed, and h
 the measurements behind ``policy_pairs.min_score_gap`` in sweet_trl/configs/*_cpu.yaml. It also says which side
 each order takes toward the code of the agent's first message (the small model's first guess): of two candidates,
 how often the higher-scored one is the closer to that code, and how often the one that passes more tests is; a
-ranking that prefers closeness more than the tests do teaches the policy to resubmit its first guess.
+ranking that prefers closeness more than the tests do teaches the policy to resubmit its first guess. Once the
+``policy_pairs`` stage has run, it also grades the pairs the policy trains on at the answer turn.
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/pair_accuracy.py runs/demo_cpu
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/pair_accuracy.py runs/study_cpu --gaps 0 0.1 0.3 --json out.json
@@ -67,6 +68,24 @@ def closeness_orders(rows: list[dict[str, Any]]) -> dict[str, float | int | None
     return out
 
 
+def training_pair_orders(graded: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> dict[str, int]:
+    """The policy's answer-turn training pairs (the ``policy_pairs`` stage's rows) by graded reward: how many put
+    the candidate that passes more tests first, as many (most often two failures: the critic's call alone), or
+    fewer. A pair whose turn or answers are not among the graded rows counts as ``ungraded``."""
+    by_state = {row["state_id"]: row for row in graded}
+    counts = {"chosen_passes_more": 0, "as_many": 0, "chosen_passes_fewer": 0, "ungraded": 0}
+    for pair in pairs:
+        row = by_state.get(pair["state_id"])
+        index = {candidate: i for i, candidate in enumerate(row["candidates"])} if row else {}
+        chosen, rejected = (index.get(pair[side][-1]["content"]) for side in ("chosen", "rejected"))
+        if chosen is None or rejected is None:
+            counts["ungraded"] += 1
+            continue
+        a, b = row["candidate_rewards"][chosen], row["candidate_rewards"][rejected]
+        counts["chosen_passes_more" if a > b else "as_many" if a == b else "chosen_passes_fewer"] += 1
+    return counts
+
+
 def measure(run_dir: Path, gaps: list[float]) -> dict[str, Any]:
     from colbench_gym.tasks.loaders import resolve_tasks
     from sweet_trl.study.critic_eval import SOLVED, grade_candidates, pair_order_by_gap
@@ -78,6 +97,14 @@ def measure(run_dir: Path, gaps: list[float]) -> dict[str, Any]:
     picks = [r["candidate_rewards"][max(range(len(r["ranking_scores"])), key=r["ranking_scores"].__getitem__)]
              for r in graded]
     share_solved = lambda rewards: statistics.fmean(x >= SOLVED for x in rewards)
+    pairs_dir = run_dir / "policy_pairs" / "pairs"
+    last_turn = str(int(run["max_turns"]) - 1)
+    training = None
+    if pairs_dir.exists():
+        from sweet_trl.policy_trainer import load_rows
+
+        training = training_pair_orders(graded, [p for p in load_rows(pairs_dir).to_list()
+                                                 if str(p["turn"]) == last_turn])
     return {
         "run_dir": str(run_dir),
         "answer_turns": len(graded),
@@ -94,6 +121,7 @@ def measure(run_dir: Path, gaps: list[float]) -> dict[str, Any]:
             "random": statistics.fmean(share_solved(r["candidate_rewards"]) for r in graded) if graded else None,
             "best": share_solved([max(r["candidate_rewards"]) for r in graded]) if graded else None,
         },
+        "training_pairs": training,  # None before the policy_pairs stage
     }
 
 
@@ -118,6 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  closer to the first message's code: the higher score in {share(toward['higher_score_is_closer'])} of "
           f"{toward['score_pairs']} pairs, the more tests passed in {share(toward['higher_reward_is_closer'])} of "
           f"{toward['reward_pairs']}")
+    training = result["training_pairs"]
+    if training:
+        print(f"  the policy's answer-turn training pairs: the chosen answer passes more tests in "
+              f"{training['chosen_passes_more']}, as many in {training['as_many']}, fewer in "
+              f"{training['chosen_passes_fewer']}" + (f" ({training['ungraded']} not graded)" if training["ungraded"]
+                                                      else ""))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
     return 0

@@ -394,6 +394,23 @@ def test_pair_accuracy_script_grades_the_runs_answer_turns(tiny_study, tmp_path)
     assert 0.0 <= means["random"] <= means["best"] <= 1.0 and means["critic_pick"] <= means["best"]
     solved = result["success"]
     assert 0.0 <= solved["random"] <= solved["best"] <= 1.0 and solved["critic_pick"] <= solved["best"]
+    # every answer-turn pair of the policy is counted once (the tiny critic's pairs may hold none: its scores are
+    # not stable enough across runs to pass the score gap at the answer turn every time)
+    answer_pairs = [p for p in load_rows(tiny_study["run"] / "policy_pairs" / "pairs").to_list() if int(p["turn"]) == 1]
+    assert sum(result["training_pairs"].values()) == len(answer_pairs)
+
+
+def test_pair_accuracy_grades_the_training_pairs_by_the_tests():
+    script = _script("pair_accuracy")
+    answers = ["I WANT TO ANSWER:\n```python\ndef fee(days):\n    return days * 3\n```",
+               "I WANT TO ANSWER:\n```python\ndef fee(days):\n    return days\n```",
+               "I WANT TO ANSWER:\n```python\ndef fee(days):\n    return 0\n```"]
+    graded = [{"state_id": "t/0/turn1", "candidates": answers, "candidate_rewards": [1.0, 0.0, 0.0]}]
+    pair = lambda chosen, rejected, state="t/0/turn1": {
+        "state_id": state, "chosen": [{"role": "assistant", "content": answers[chosen]}],
+        "rejected": [{"role": "assistant", "content": answers[rejected]}]}
+    counts = script.training_pair_orders(graded, [pair(0, 1), pair(0, 2), pair(1, 2), pair(2, 0), pair(0, 1, "u")])
+    assert counts == {"chosen_passes_more": 2, "as_many": 1, "chosen_passes_fewer": 1, "ungraded": 1}
 
 
 def test_pair_accuracy_says_which_side_each_order_takes_toward_the_first_code():
