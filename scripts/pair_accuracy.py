@@ -27,6 +27,11 @@ from pathlib import Path
 from typing import Any
 
 
+def answer_turn(run: dict[str, Any]) -> int:
+    """The index of the agent's answer turn: the last one (``max_turns - 1``), where the answer is forced."""
+    return int(run["max_turns"]) - 1
+
+
 def answer_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The rank stage's answer-turn rows and the run settings it recorded."""
     from sweet_trl.policy_trainer import load_rows
@@ -35,9 +40,8 @@ def answer_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     if not marker.is_file():
         raise SystemExit(f"{marker} not found: run the rank stage first")
     run = json.loads(marker.read_text())["config"][0]
-    last_turn = int(run["max_turns"]) - 1
     rows = [r for r in load_rows(run_dir / "rank" / "ranked").to_list()
-            if int(r["turn"]) == last_turn and not r.get("ranking_error") and len(r["ranking_scores"]) >= 2]
+            if int(r["turn"]) == answer_turn(run) and not r.get("ranking_error") and len(r["ranking_scores"]) >= 2]
     return rows, run
 
 
@@ -98,13 +102,12 @@ def measure(run_dir: Path, gaps: list[float]) -> dict[str, Any]:
              for r in graded]
     share_solved = lambda rewards: statistics.fmean(x >= SOLVED for x in rewards)
     pairs_dir = run_dir / "policy_pairs" / "pairs"
-    last_turn = str(int(run["max_turns"]) - 1)
     training = None
     if pairs_dir.exists():
         from sweet_trl.policy_trainer import load_rows
 
         training = training_pair_orders(graded, [p for p in load_rows(pairs_dir).to_list()
-                                                 if str(p["turn"]) == last_turn])
+                                                 if int(p["turn"]) == answer_turn(run)])
     return {
         "run_dir": str(run_dir),
         "answer_turns": len(graded),
