@@ -428,6 +428,25 @@ def test_pair_accuracy_says_which_side_each_order_takes_toward_the_first_code():
     assert toward["higher_score_is_closer"] == 1.0 and toward["higher_reward_is_closer"] == pytest.approx(2 / 3)
 
 
+def test_answer_pick_sft_keeps_the_named_answer_per_turn():
+    script = _script("answer_pick_sft")
+    prompt = [{"role": "user", "content": "Write fee."}]
+    rows = [{"state_id": "a/0/turn1", "task_id": "a", "prompt": prompt, "candidates": ["x", "y", "z"],
+             "ranking_scores": [0.1, 0.9, 0.5], "candidate_rewards": [1.0, 0.0, 1.0]},
+            {"state_id": "b/0/turn1", "task_id": "b", "prompt": json.dumps(prompt), "candidates": ["p", "q"],
+             "ranking_scores": [0.3, 0.2], "candidate_rewards": [0.5, float("nan")]}]
+    answer = lambda picked: [e["completion"][0]["content"] for e in picked]
+    assert answer(script.pick_answers(rows, "critic")) == ["y", "p"]
+    # oracle: among the answers that pass every test, the critic's favourite; a turn without one is left out
+    oracle = script.pick_answers(rows, "oracle")
+    assert answer(oracle) == ["z"] and oracle[0]["prompt"] == prompt
+    randoms = script.pick_answers(rows, "random", seed=3)
+    assert [e["state_id"] for e in randoms] == ["a/0/turn1", "b/0/turn1"]
+    assert answer(randoms)[0] in "xyz" and answer(randoms)[1] in "pq" and randoms[1]["prompt"] == prompt
+    with pytest.raises(ValueError, match="pick must be one of"):
+        script.pick_answers(rows, "best")
+
+
 def test_compare_evaluations_script_agrees_with_the_study(tiny_study, tmp_path):
     script = _script("compare_evaluations")
     run, results = tiny_study["run"], tiny_study["results"]
