@@ -53,6 +53,14 @@ _DESCRIPTIONS = {
         "information."
     ),
 }
+# The policy trained by best-of-N fine-tuning (stage train_policy_best) instead of DPO.
+_BEST_OF_N_POLICY = (
+    "This is a **multi-turn collaborative agent** trained with SWEET-RL's critic (Step-WisE Evaluation from "
+    "Training-time information): at sampled dialogue states, candidate next messages were ranked by an asymmetric "
+    "turn-level critic that had access to the task's reference solution, and the policy was fine-tuned on the "
+    "critic's top candidate of each state (best-of-N fine-tuning, in place of the paper's turn-level DPO). The "
+    "policy itself never sees that information."
+)
 
 _USAGE = {
     "critic": textwrap.dedent("""\
@@ -100,8 +108,10 @@ def sweet_model_card(
     hyperparameters: Mapping[str, Any] | None = None,
     metrics: Mapping[str, Any] | None = None,
     notes: str | None = None,
+    best_of_n: bool = False,
 ):
-    """A ``huggingface_hub.ModelCard`` naming SWEET-RL, citing arXiv 2503.15478, with usage and settings."""
+    """A ``huggingface_hub.ModelCard`` naming SWEET-RL, citing arXiv 2503.15478, with usage and settings
+    (``best_of_n``: a policy fine-tuned on the critic's top candidates rather than trained with DPO)."""
     if role not in _DESCRIPTIONS:
         raise ValueError(f"role must be one of {sorted(_DESCRIPTIONS)}, not {role!r}")
     hub = require("huggingface_hub", "hub")
@@ -119,7 +129,7 @@ def sweet_model_card(
         f"{'A SWEET-RL critic' if role == 'critic' else 'A SWEET-RL policy'}"
         + (f" fine-tuned from [{base_model}](https://huggingface.co/{base_model})." if base_model else "."),
         "## Method",
-        _DESCRIPTIONS[role] + f"\n\nMethod: [{SWEET_PAPER_TITLE}](https://huggingface.co/papers/{SWEET_PAPER_ID}) "
+        (_BEST_OF_N_POLICY if best_of_n and role == "policy" else _DESCRIPTIONS[role]) + f"\n\nMethod: [{SWEET_PAPER_TITLE}](https://huggingface.co/papers/{SWEET_PAPER_ID}) "
         f"(arXiv [{SWEET_PAPER_ID}](https://arxiv.org/abs/{SWEET_PAPER_ID})).",
         "## Usage",
         _USAGE[role].format(model_id=model_id),

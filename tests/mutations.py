@@ -39,6 +39,7 @@ MTDPO_LEARNS = BASELINES + "test_multiturn_dpo_prefers_asking_to_answering_early
 CRITIC_ACCURACY = CRITIC + "test_privileged_information_is_what_lets_the_critic_rank_held_out_pairs"
 CRITIC_CREDIT = CRITIC + "test_the_decisive_turn_gets_the_credit_on_held_out_trajectories_of_4_of_5_seeds"
 CHAIN = CRITIC + "test_chain_the_critic_picks_with_c_on_4_of_5_seeds_and_the_policy_follows_it_on_every_seed"
+BEST_OF_N_LEARNS = "tests/test_best_of_n.py::test_the_policy_learns_the_critics_pick_not_the_rest_on_held_out_states"
 
 hits: dict[str, int] = {}
 
@@ -141,6 +142,16 @@ def _turn_pairs_ignore_scores(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(turn_pairs, "draw_pairs", counted("turn_pairs_ignore_scores", draw_pairs))
 
 
+def _best_of_n_ignores_scores(mp: pytest.MonkeyPatch) -> None:
+    from sweet_trl import best_of_n
+
+    def best_candidate(scores):
+        scores = list(scores)
+        return random.Random(repr(scores)).randrange(len(scores))  # any candidate, whatever its score
+
+    mp.setattr(best_of_n, "best_candidate", counted("best_of_n_ignores_scores", best_candidate))
+
+
 def _dpo_chosen_rejected_swapped(mp: pytest.MonkeyPatch) -> None:
     from sweet_trl.baselines.multiturn_dpo import MultiTurnDPOTrainer
     from sweet_trl.policy_trainer import TurnPreferenceTrainer
@@ -220,6 +231,8 @@ BREAKAGES = {b.name: b for b in (
              ("tests/test_losses.py::test_candidate_ranking_scores", CHAIN), _ranking_sign_flipped),
     Breakage("turn_pairs_ignore_scores", "turn pairs drawn with the critic's scores shuffled among candidates",
              (CHAIN,), _turn_pairs_ignore_scores),
+    Breakage("best_of_n_ignores_scores", "best-of-N fine-tuning on a random candidate, not the critic's top",
+             (BEST_OF_N_LEARNS,), _best_of_n_ignores_scores),
     Breakage("dpo_chosen_rejected_swapped", "DPO trainers (turn-level and multi-turn) given chosen as rejected",
              (CHAIN, MTDPO_LEARNS), _dpo_chosen_rejected_swapped),
     Breakage("human_tokens_in_loss_mask", "RFT and multi-turn DPO masks cover the human's replies too",

@@ -475,6 +475,40 @@ def test_baselines_train_and_are_evaluated_like_the_sweet_policy(tiny_run):
     assert "Evaluation on the test tasks" in text and "\nrft " in text and "\nmtdpo " in text
 
 
+def test_best_of_n_fine_tuning_learns_the_critics_top_candidate_of_each_ranked_state(tiny_run):
+    """``train_policy_best`` reads the rank stage (not the pairs) and imitates, per turn state, the candidate with
+    the critic's highest score; ``evaluate --policy sweet_best`` scores it like any policy of the run."""
+    import math
+
+    real = pipeline.make_backend
+    patch = pytest.MonkeyPatch()
+    patch.setattr(pipeline.models, "make_backend", lambda *a, **k: ScriptedAnswers(real(*a, **k), tiny_run["tasks"]))
+    try:
+        markers = pipeline.run_pipeline(tiny_run["config"], [
+            "--pipeline.stages", "train_policy_best", "evaluate", "--pipeline.evaluate_policies", "sweet_best"],
+            stream=io.StringIO())
+    finally:
+        patch.undo()
+    run = tiny_run["run"]
+    assert list(markers) == ["train_policy_best", "evaluate/sweet_best"]
+    marker = markers["train_policy_best"]
+    assert marker["inputs"].keys() == {"rank"}
+    ranked = _rows(run / "rank" / "ranked")
+    scored = [r for r in ranked if sum(s is not None and math.isfinite(s) for s in r["ranking_scores"]) >= 2]
+    assert marker["counts"] == {"steps": 2, "turn_states": len(scored)} and scored
+    top = {r["state_id"]: r["candidates"][max(range(len(r["candidates"])), key=lambda i: r["ranking_scores"][i])]
+           for r in scored}
+    assert marker["metrics"]["mean_score_margin"] >= 0
+    assert (run / "train_policy_best" / "model" / "adapter_config.json").exists()
+    evaluation = markers["evaluate/sweet_best"]
+    assert evaluation["info"]["model"] == str(run / "train_policy_best" / "model")
+    assert evaluation["counts"]["episodes"] == markers["evaluate/sweet_best"]["counts"]["episodes"] > 0
+    from sweet_trl.best_of_n import BestOfNFinetuneConfig, best_turns_from_ranked
+
+    examples, _ = best_turns_from_ranked(ranked, BestOfNFinetuneConfig(output_dir=str(run / "unused")))
+    assert {e["state_id"]: e["completion"][0]["content"] for e in examples} == top
+
+
 def test_hub_export_of_datasets_and_models_offline(tiny_run, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     run, markers, config = tiny_run["run"], tiny_run["markers"], pipeline.load_yaml(tiny_run["config"])

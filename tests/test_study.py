@@ -286,7 +286,7 @@ def tiny_study(tmp_path_factory):
 
 def test_study_trains_every_method_and_evaluates_them_on_the_same_tasks(tiny_study):
     results, run = tiny_study["results"], tiny_study["run"]
-    assert set(results["policies"]) == {"zero_shot", "sweet", "rft", "mtdpo", "sweet_no_privileged",
+    assert set(results["policies"]) == {"zero_shot", "sweet", "sweet_best", "rft", "mtdpo", "sweet_no_privileged",
                                         "sweet_round2"}
     task_sets = set()
     for name, entry in results["policies"].items():
@@ -301,7 +301,8 @@ def test_study_trains_every_method_and_evaluates_them_on_the_same_tasks(tiny_stu
         episodes = {r["task_id"]: r for r in rows}
         assert sum(r["episodes"] for r in episodes.values()) == entry["episodes"], name
         evaluated = json.loads((run / {"sweet_no_privileged": "no_privileged", "sweet_round2": "round2"}.get(name, ".")
-                                / "evaluate" / ("sweet" if name.startswith("sweet") else name) / "per_task.json")
+                                / "evaluate" / ("sweet" if name in ("sweet_no_privileged", "sweet_round2") else name)
+                                / "per_task.json")
                                .read_text())
         assert rows == evaluated, name
     assert len(task_sets) == 1  # paired: the same tasks for every policy
@@ -309,7 +310,11 @@ def test_study_trains_every_method_and_evaluates_them_on_the_same_tasks(tiny_stu
     assert folders["evaluate/sweet_no_privileged"] == "no_privileged/evaluate/sweet"
     assert folders["evaluate/sweet_round2"] == "round2/evaluate/sweet" and folders["evaluate/sweet"] == "evaluate/sweet"
     comparisons = results["comparisons"]
-    assert {"sweet - zero_shot", "sweet - sweet_no_privileged", "sweet_round2 - sweet (round 1)"} <= set(comparisons)
+    assert {"sweet - zero_shot", "sweet - sweet_no_privileged", "sweet_round2 - sweet (round 1)",
+            "sweet_best - zero_shot", "sweet_best - sweet", "sweet_best - rft"} <= set(comparisons)
+    # best-of-N fine-tuning learns from SWEET-RL's own ranking: the same rank stage, no pairs of its own
+    best = json.loads((run / "train_policy_best" / "_COMPLETE.json").read_text())
+    assert best["inputs"] == {"rank": json.loads((run / "rank" / "_COMPLETE.json").read_text())["fingerprint"]}
     assert any(label.startswith("sweet - best baseline") for label in comparisons)
     diff = comparisons["sweet - zero_shot"]["success"]
     expected = results["policies"]["sweet"]["success_rate"] - results["policies"]["zero_shot"]["success_rate"]

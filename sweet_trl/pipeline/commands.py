@@ -30,6 +30,7 @@ from sweet_trl.pipeline.stages_training import (
     stage_baseline_rft,
     stage_train_critic,
     stage_train_policy,
+    stage_train_policy_best,
     stage_warm_start,
 )
 from sweet_trl.pipeline_config import (
@@ -77,6 +78,13 @@ def _policy_types():
     from sweet_trl.policy_config import TurnPreferenceConfig
 
     return (_model_config(), TurnPreferenceConfig, ExportArguments)
+
+
+def _best_of_n_types():
+    from sweet_trl.best_of_n import BestOfNFinetuneConfig
+    from sweet_trl.pipeline_config import ExportArguments
+
+    return (_model_config(), BestOfNFinetuneConfig, ExportArguments)
 
 
 def _rft_types():
@@ -135,6 +143,9 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (
           stage_policy_pairs, inputs=lambda *args: ["rank"], push=push_stage, run_fields=("max_turns",)),
     Stage("train_policy", "train the policy with turn-level DPO", _policy_types, stage_train_policy,
           inputs=lambda *args: ["policy_pairs"], push=push_stage, run_fields=("policy_model",)),
+    Stage("train_policy_best", "fine-tune the policy on the critic's best candidate per turn state",
+          _best_of_n_types, stage_train_policy_best, inputs=lambda *args: ["rank"], push=push_stage,
+          run_fields=("policy_model",)),
     Stage("baseline_rft", "baseline: rejection fine-tuning", _rft_types, stage_baseline_rft,
           inputs=lambda *args: ["collect"], push=push_stage, run_fields=("policy_model",)),
     Stage("baseline_mtdpo", "baseline: multi-turn DPO", _mtdpo_types, stage_baseline_mtdpo,

@@ -34,6 +34,7 @@ DATASET_EXPORTS = {  # stage -> (output, dataset kind, repo suffix)
 MODEL_EXPORTS = {  # stage -> (card role, repo suffix, method)
     "train_critic": ("critic", "critic", None),
     "train_policy": ("policy", "policy", None),
+    "train_policy_best": ("policy", "policy-best", None),
     "baseline_rft": ("baseline", "rft", "Rejection fine-tuning (SFT on the successful trajectories)"),
     "baseline_mtdpo": ("baseline", "mtdpo", "Multi-turn DPO on whole trajectories"),
 }
@@ -61,6 +62,7 @@ def export_stage(stage_dir: Path, marker: dict[str, Any], *args: Any) -> tuple[P
     repo_id = training.hub_model_id or hub.hub_repo_id(run.hub_prefix, suffix)
     model_dir = stage_dir / marker["outputs"]["model"]
     adapter = (model_dir / "adapter_config.json").exists() and not export.push_merged
+    # the data a model learned from, by the export of its stage (best-of-N reads the rank stage, which has none)
     data_stage = {"train_critic": "critic_pairs", "train_policy": "policy_pairs"}.get(stage, "collect")
     data_suffix = {"critic_pairs": "critic-pairs", "policy_pairs": "turn-pairs", "collect": "rollouts"}[data_stage]
     datasets = [f"{run.hub_prefix}-{data_suffix}" if run.hub_prefix else f"{data_stage} stage of the run"]
@@ -80,7 +82,8 @@ def export_stage(stage_dir: Path, marker: dict[str, Any], *args: Any) -> tuple[P
         card = str(sweet_model_card(
             role=role, model_name=repo_id.split("/")[-1], base_model=_hub_name(base_name), hub_model_id=repo_id,
             dataset_name=datasets[0] if run.hub_prefix else None,
-            tags=["lora"] if adapter else None, hyperparameters=hyper, metrics=metrics, notes=notes))
+            tags=["lora"] if adapter else None, hyperparameters=hyper, metrics=metrics, notes=notes,
+            best_of_n=stage == "train_policy_best"))
     else:
         card = hub.model_card(repo_id, role, base_model=base_name, datasets=datasets, metrics=metrics, training=hyper,
                               adapter=adapter, method=method, env_id=run.env_id)

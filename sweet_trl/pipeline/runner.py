@@ -29,7 +29,7 @@ from sweet_trl.pipeline_config import ConfigError, RunArguments, asdict_public
 MARKER = "_COMPLETE.json"
 RUNNING = "_RUNNING.json"
 # The stages that train: the only ones that may run under ``accelerate launch``.
-TRAINING_STAGES = ("warm_start", "train_critic", "train_policy", "baseline_rft", "baseline_mtdpo")
+TRAINING_STAGES = ("warm_start", "train_critic", "train_policy", "train_policy_best", "baseline_rft", "baseline_mtdpo")
 # Options that change where, how fast or how loudly a stage runs, not what it computes.
 NOT_FINGERPRINTED = {
     "run_dir", "force", "push_to_hub", "hub_prefix", "hub_model_id", "hub_token", "hub_strategy", "hub_private_repo",

@@ -282,7 +282,8 @@ def stage_policy_pairs(ctx: StageContext, args: PolicyPairsArguments) -> StageRe
     )
 
 
-POLICY_STAGES = {"sweet": "train_policy", "rft": "baseline_rft", "mtdpo": "baseline_mtdpo"}
+POLICY_STAGES = {"sweet": "train_policy", "sweet_best": "train_policy_best", "rft": "baseline_rft",
+                 "mtdpo": "baseline_mtdpo"}
 # The paper's metrics (% tests passed and success rate for backend; similarity and win rate for frontend) and
 # what explains them.
 EVALUATION_METRICS = ("tests_passed", "success_rate", "mean_similarity", "win_rate", "mean_reward", "answered_rate",

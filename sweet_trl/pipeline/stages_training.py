@@ -120,6 +120,26 @@ def stage_train_policy(ctx: StageContext, model_config: Any, config: Any, export
                             ("train_loss", "rewards/accuracies", "rewards/margins"), model_config, config)
 
 
+def stage_train_policy_best(ctx: StageContext, model_config: Any, config: Any, export: Any) -> StageResult:
+    """Fine-tune the policy on the critic's top candidate per ranked turn state (best-of-N; no privileged
+    information in what it learns from)."""
+    from trl import SFTTrainer
+
+    from sweet_trl.best_of_n import best_of_n_dataset
+
+    try:
+        dataset = best_of_n_dataset(ctx.input_path("rank", "ranked"), config)
+    except ValueError as err:
+        raise StageError(f"train_policy_best: {err}") from err
+    inputs = _prepare_training(ctx, model_config, config, ctx.run.policy_model)
+    ctx.log(f"{len(dataset)} turn states, the critic's top candidate of each to imitate")
+    last, _ = _train(ctx, SFTTrainer, inputs, config, dataset)
+    result = _training_result(ctx, last, {"steps": int(last["global_step"]), "turn_states": len(dataset)},
+                              ("train_loss",), model_config, config)
+    result.metrics["mean_score_margin"] = sum(dataset["margin"]) / len(dataset)
+    return result
+
+
 def stage_baseline_rft(ctx: StageContext, model_config: Any, config: Any, export: Any) -> StageResult:
     """Baseline: supervised fine-tuning on the successful collected trajectories."""
     from trl import SFTTrainer

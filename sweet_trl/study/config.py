@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-METHODS = ("sweet", "sweet_no_privileged", "rft", "mtdpo")
+METHODS = ("sweet", "sweet_best", "sweet_no_privileged", "rft", "mtdpo")
 
 
 @dataclass
@@ -13,10 +13,12 @@ class StudyArguments:
     The `study` command: one collection, several training methods, the same held-out evaluation, intervals.
 
     Parameters:
-        methods (`list[str]`, *optional*, defaults to all four):
+        methods (`list[str]`, *optional*, defaults to all five):
             Trained policies to compare with zero-shot: `"sweet"` (SWEET-RL: critic with the privileged
-            information), `"sweet_no_privileged"` (the same with a critic trained without it, the paper's
-            ablation), `"rft"` (rejection fine-tuning), `"mtdpo"` (multi-turn DPO).
+            information, turn-level DPO), `"sweet_best"` (the same critic and ranked candidates, the policy
+            fine-tuned on the critic's top candidate per turn state: `sweet_trl.best_of_n`),
+            `"sweet_no_privileged"` (SWEET-RL with a critic trained without the privileged information, the
+            paper's ablation), `"rft"` (rejection fine-tuning), `"mtdpo"` (multi-turn DPO).
         rounds (`int`, *optional*, defaults to `1`):
             SWEET-RL rounds: round r+1 collects with the round-r policy (merged into its base) and trains from it.
             Later rounds live under `<run_dir>/round<r>/` and are reported against round 1.

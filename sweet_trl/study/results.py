@@ -97,6 +97,9 @@ def study_results(study: Any, critic_selection: dict[str, Any] | None, wall_seco
     for other in ("rft", "mtdpo", "sweet_no_privileged"):
         compare("sweet", other)
         compare(other, "zero_shot")
+    compare("sweet_best", "zero_shot")
+    for other in ("sweet", "rft", "mtdpo", "sweet_no_privileged"):
+        compare("sweet_best", other)
     for name in rows:
         if name.startswith("sweet_round"):
             compare(name, "sweet", f"{name} - sweet (round 1)")

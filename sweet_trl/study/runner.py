@@ -7,6 +7,7 @@ Every step is a pipeline stage (:mod:`sweet_trl.pipeline`), so an interrupted st
 only recomputes its statistics. The folders under ``run_dir``::
 
     collect/ critic_pairs/ train_critic/ sample_candidates/ rank/ policy_pairs/ train_policy/   SWEET-RL
+    train_policy_best/                                    SWEET-RL's critic, best-of-N fine-tuning (same rank/)
     baseline_rft/ baseline_mtdpo/                                                                 the baselines
     no_privileged/{train_critic,rank,policy_pairs,train_policy}/   the critic without c (collect, pairs and
                                                                    candidates are links to the shared ones)
@@ -34,7 +35,8 @@ SHARED_WITH_ABLATION = ("collect", "critic_pairs", "sample_candidates")
 SWEET_CHAIN = ("rank", "policy_pairs", "train_policy")
 BASELINE_STAGES = {"rft": "baseline_rft", "mtdpo": "baseline_mtdpo"}
 WARM_START = "warm_start"
-POLICY_LABELS = {"zero_shot": "zero-shot", "sweet": "SWEET-RL", "sweet_no_privileged": "SWEET-RL, critic without c",
+POLICY_LABELS = {"zero_shot": "zero-shot", "sweet": "SWEET-RL", "sweet_best": "SWEET-RL, best-of-N fine-tuning",
+                 "sweet_no_privileged": "SWEET-RL, critic without c",
                  "rft": "rejection fine-tuning", "mtdpo": "multi-turn DPO"}
 
 
@@ -133,6 +135,11 @@ class Study:
         self.stage("sample_candidates", base, key="round1/sample_candidates")
         if "sweet" in methods:
             self.method("sweet", lambda: (self.sweet(base, "round1"), self.evaluate(base, "sweet", "sweet")))
+        if "sweet_best" in methods:  # SWEET-RL's critic and ranking (complete stages are skipped), another update
+            self.method("sweet_best", lambda: (
+                [self.stage(name, base, key=f"round1/{name}") for name in ("train_critic", "rank",
+                                                                           "train_policy_best")],
+                self.evaluate(base, "sweet_best", "sweet_best")))
         for name in ("rft", "mtdpo"):
             if name in methods:
                 self.method(name, lambda name=name: (

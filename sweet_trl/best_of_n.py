@@ -1,0 +1,143 @@
+"""Best-of-N fine-tuning: the policy imitates the critic's top candidate at each ranked turn state.
+
+SWEET-RL's second update, beside the paper's turn-level DPO. Both read the ``rank`` stage: N candidate turns per
+turn state, each scored by the asymmetric critic. DPO pushes the upper half up and the lower half down; this keeps
+only the critic's first choice per state and fine-tunes the policy on it (TRL's ``SFTTrainer``, loss on the
+chosen turn only, never on the dialogue before it). Nothing is pushed down, so a critic that is right about the
+best candidate but noisy about the rest still teaches the right thing. On the small-model study it is the update
+that raises episode success from the warm start (RESULTS.md, "the critic's picks, distilled without DPO").
+
+    from trl import ModelConfig
+    from sweet_trl.best_of_n import BestOfNFinetuneConfig, train_best_of_n
+    train_best_of_n(BestOfNFinetuneConfig(output_dir="runs/best", turns=[1]), "runs/sweet/rank/ranked",
+                    model_config=ModelConfig(model_name_or_path="meta-llama/Llama-3.1-8B-Instruct"))
+
+From the command line, after ``rank``: ``sweet-rl train-policy-best --config study_cpu``, then
+``sweet-rl evaluate --config study_cpu --policy sweet_best``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from colbench_gym._optional import require
+from sweet_trl.precision import default_bf16
+from sweet_trl.transformers_compat import checkpointing_by_current_name
+from sweet_trl.turn_pairs import StageStats, _read_rows
+
+logger = logging.getLogger(__name__)
+_trl = require("trl", "train")
+
+
+@dataclass
+class BestOfNFinetuneConfig(_trl.SFTConfig):
+    r"""
+    Configuration of best-of-N fine-tuning: TRL's [`~trl.SFTConfig`] plus which turn states to learn from.
+
+    Each training example is ``{"prompt": history, "completion": [the critic's top candidate]}``, the history
+    being the policy's own prompt at that turn (system instructions and dialogue, never the privileged
+    information). ``SFTTrainer`` computes the loss on the completion only.
+
+    Parameters:
+        turns (`list[int]` or `None`, *optional*, defaults to `None`):
+            Agent turns (0 = the first message) whose states are learned from; `None`: every ranked state. With
+            two turns and a forced answer, `[1]` is the answer turn.
+        min_candidates (`int`, *optional*, defaults to `2`):
+            States with fewer scored candidates are left out: the best of one is no choice.
+        max_length (`int` or `None`, *optional*, defaults to `16384`):
+            Longest prompt + turn in tokens (late turns of a ten-turn dialogue are long).
+        learning_rate (`float`, *optional*, defaults to `2e-7`):
+            As for the other policy trainers of the paper's recipe; use about `1e-4` with LoRA.
+
+    Every other field is [`~trl.SFTConfig`]'s; LoRA/QLoRA go through `peft_config`/`quantization_config` as for
+    any TRL trainer (see :func:`train_best_of_n`).
+    """
+
+    turns: list[int] | None = field(default=None, metadata={"help": "Agent turns to learn from (None: all)."})
+    min_candidates: int = field(default=2, metadata={"help": "Leave out states with fewer scored candidates."})
+    max_length: int | None = field(default=16384, metadata={"help": "Longest prompt + turn in tokens."})
+    learning_rate: float = field(default=2e-7, metadata={"help": "AdamW learning rate."})
+
+    def __post_init__(self):
+        self.bf16 = default_bf16(self.bf16, self.fp16)
+        checkpointing_by_current_name(self)
+        if self.turns is not None and (not self.turns or any(int(t) != t or t < 0 for t in self.turns)):
+            raise ValueError(f"turns must be None or a non-empty list of agent turn indices >= 0, got {self.turns}")
+        if self.min_candidates < 2:
+            raise ValueError(f"min_candidates must be >= 2, got {self.min_candidates}")
+        if self.completion_only_loss is False:
+            raise ValueError("completion_only_loss=False would train on the dialogue too; leave it unset")
+        super().__post_init__()
+
+
+def best_candidate(scores: Iterable[float | None]) -> int | None:
+    """Index of the highest finite score (the first of equal ones); ``None`` when no score is finite."""
+    best = None
+    for index, score in enumerate(scores):
+        if score is not None and math.isfinite(score) and (best is None or score > best[1]):
+            best = (index, score)
+    return None if best is None else best[0]
+
+
+def best_turns_from_ranked(rows: Iterable[Mapping[str, Any]], config: BestOfNFinetuneConfig
+                           ) -> tuple[list[dict[str, Any]], StageStats]:
+    """One prompt-completion example per ranked turn state: its candidate with the critic's highest score."""
+    rows = list(rows)
+    stats = StageStats(rows_in=len(rows))
+    examples = []
+    for row in rows:
+        if config.turns is not None and int(row["turn"]) not in config.turns:
+            stats.dropped["state_turn_not_trained"] += 1
+            continue
+        if row.get("ranking_error"):
+            stats.dropped["state_ranking_failed"] += 1
+            continue
+        texts, scores = list(row["candidates"]), list(row.get("ranking_scores") or [])
+        scored = sum(1 for s in scores if s is not None and math.isfinite(s))
+        if len(scores) != len(texts) or scored < config.min_candidates:
+            stats.dropped["state_unranked_or_too_few_candidates"] += 1
+            continue
+        index = best_candidate(scores)
+        others = [s for i, s in enumerate(scores) if i != index and s is not None and math.isfinite(s)]
+        examples.append({
+            "prompt": [dict(m) for m in row["prompt"]],
+            "completion": [{"role": "assistant", "content": texts[index]}],
+            "state_id": row["state_id"],
+            "task_id": row["task_id"],
+            "turn": row["turn"],
+            "score": scores[index],
+            "margin": scores[index] - max(others),  # how clearly the critic preferred it
+        })
+    stats.rows_out = len(examples)
+    return examples, stats
+
+
+def best_of_n_dataset(ranked: Any, config: BestOfNFinetuneConfig):
+    """The examples of :func:`best_turns_from_ranked` as a ``datasets.Dataset`` (``ranked``: the rank stage's
+    folder, a Dataset or a list of rows). Raises ``ValueError`` when no state is left, saying why."""
+    datasets = require("datasets", "hub")
+    examples, stats = best_turns_from_ranked(_read_rows(ranked), config)
+    logger.info("best-of-N: %s", stats.summary())
+    if not examples:
+        raise ValueError(f"no turn state to learn from: {stats.why_nothing()} ({stats.summary()})")
+    return datasets.Dataset.from_list(examples)
+
+
+def train_best_of_n(config: BestOfNFinetuneConfig, ranked: Any, model_config: Any = None, model: Any = None,
+                    tokenizer: Any = None) -> str:
+    """Fine-tune the policy on the critic's top candidates; save it and its tokenizer to ``config.output_dir``.
+
+    ``model_config``: a ``trl.ModelConfig`` (model name, LoRA with ``use_peft``, QLoRA with ``load_in_4bit``),
+    or pass ``model`` and ``tokenizer``. Returns ``config.output_dir``.
+    """
+    from sweet_trl.policy_trainer import fit_and_save, trainer_inputs
+
+    model, tokenizer, peft_config, quantization_config = trainer_inputs(config, model_config, model, tokenizer)
+    dataset = best_of_n_dataset(ranked, config)
+    trainer = _trl.SFTTrainer(model, args=config, train_dataset=dataset, processing_class=tokenizer,
+                              peft_config=peft_config, quantization_config=quantization_config)
+    return fit_and_save(trainer, config, tokenizer)
