@@ -10,7 +10,8 @@
     sweet-rl rank              --config run.yaml                           # critic advantages of the candidates
     sweet-rl policy-pairs      --config run.yaml                           # upper half over lower half
     sweet-rl train-policy      --config run.yaml [--push_to_hub]           # turn-level DPO
-    sweet-rl evaluate          --config run.yaml --policy sweet            # or zero_shot, rft, mtdpo, a model path
+    sweet-rl train-policy-best --config run.yaml [--turns 1]               # or: fine-tune on the critic's top pick
+    sweet-rl evaluate          --config run.yaml --policy sweet            # or zero_shot, sweet_best, rft, mtdpo, a path
     sweet-rl baseline rft|mtdpo|zero-shot --config run.yaml                # the paper's baselines
     sweet-rl report            --config run.yaml                           # <run_dir>/report.html
     sweet-rl configs [NAME]                                                # the shipped configs; print one

@@ -46,8 +46,9 @@ def test_help_lists_every_command(capsys):
     assert cli.main(["--help"]) == 0
     text = capsys.readouterr().out
     for command in ("pipeline", "collect", "critic-pairs", "train-critic", "sample-candidates", "rank",
-                    "policy-pairs", "train-policy", "evaluate", "baseline rft|mtdpo|zero-shot", "report"):
-        assert command in text
+                    "policy-pairs", "train-policy", "train-policy-best", "evaluate", "baseline rft|mtdpo|zero-shot",
+                    "report"):
+        assert f"sweet-rl {command} " in text
 
 
 def test_stage_help_documents_options(capsys):

@@ -270,7 +270,8 @@ def tiny_study(tmp_path_factory):
         "baseline_rft": {"min_reward": 0.5},
         "baseline_mtdpo": {"pair_rule": "all_pairs", "require_success": False},
         "evaluate": {"eval_episodes_per_task": 4, "eval_temperature": 1.0},
-        "study": {"rounds": 2, "critic_eval_states": 3, "critic_eval_candidates": 4, "bootstrap_samples": 500,
+        "train_policy_best": {"turns": [1]},
+        "study": {"rounds": 2, "best_of_n_states": 3, "critic_eval_states": 3, "critic_eval_candidates": 4, "bootstrap_samples": 500,
                   "answer_turn_states": 3, "answer_turn_candidates": 4,
                   "results_path": str(root / "results" / "study.json")},
     }
@@ -300,8 +301,9 @@ def test_study_trains_every_method_and_evaluates_them_on_the_same_tasks(tiny_stu
         # each entry is computed from its own evaluation's episodes (the ablation's and round 2's are in sub-folders)
         episodes = {r["task_id"]: r for r in rows}
         assert sum(r["episodes"] for r in episodes.values()) == entry["episodes"], name
-        evaluated = json.loads((run / {"sweet_no_privileged": "no_privileged", "sweet_round2": "round2"}.get(name, ".")
-                                / "evaluate" / ("sweet" if name in ("sweet_no_privileged", "sweet_round2") else name)
+        folder = {"sweet_no_privileged": "no_privileged", "sweet_round2": "round2", "sweet_best": "best_of_n"}
+        evaluated = json.loads((run / folder.get(name, ".") / "evaluate"
+                                / ("sweet" if name in ("sweet_no_privileged", "sweet_round2") else name)
                                 / "per_task.json")
                                .read_text())
         assert rows == evaluated, name
@@ -312,9 +314,15 @@ def test_study_trains_every_method_and_evaluates_them_on_the_same_tasks(tiny_stu
     comparisons = results["comparisons"]
     assert {"sweet - zero_shot", "sweet - sweet_no_privileged", "sweet_round2 - sweet (round 1)",
             "sweet_best - zero_shot", "sweet_best - sweet", "sweet_best - rft"} <= set(comparisons)
-    # best-of-N fine-tuning learns from SWEET-RL's own ranking: the same rank stage, no pairs of its own
-    best = json.loads((run / "train_policy_best" / "_COMPLETE.json").read_text())
-    assert best["inputs"] == {"rank": json.loads((run / "rank" / "_COMPLETE.json").read_text())["fingerprint"]}
+    # best-of-N fine-tuning: SWEET-RL's collection and critic (links), candidates of its own at the answer turn
+    variant = run / "best_of_n"
+    assert all((variant / name).is_symlink() for name in ("collect", "critic_pairs", "train_critic"))
+    assert not (variant / "sample_candidates").is_symlink()
+    sampled = json.loads((variant / "sample_candidates" / "_COMPLETE.json").read_text())
+    assert {"state_fraction": 1.0, "max_states": 3, "state_turns": [1]}.items() <= sampled["config"][2].items()
+    best = json.loads((variant / "train_policy_best" / "_COMPLETE.json").read_text())
+    assert best["inputs"] == {"rank": json.loads((variant / "rank" / "_COMPLETE.json").read_text())["fingerprint"]}
+    assert 0 < best["counts"]["turn_states"] <= 3 and folders["evaluate/sweet_best"] == "best_of_n/evaluate/sweet_best"
     assert any(label.startswith("sweet - best baseline") for label in comparisons)
     diff = comparisons["sweet - zero_shot"]["success"]
     expected = results["policies"]["sweet"]["success_rate"] - results["policies"]["zero_shot"]["success_rate"]

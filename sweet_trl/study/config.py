@@ -22,6 +22,11 @@ class StudyArguments:
         rounds (`int`, *optional*, defaults to `1`):
             SWEET-RL rounds: round r+1 collects with the round-r policy (merged into its base) and trains from it.
             Later rounds live under `<run_dir>/round<r>/` and are reported against round 1.
+        best_of_n_states (`int` or `None`, *optional*, defaults to `None`):
+            Turn states that `"sweet_best"` samples and ranks for itself, in `<run_dir>/best_of_n/` (with SWEET-RL's
+            collection and critic): every state of the collection at the agent turns of `train_policy_best.turns`,
+            at most this many. `None`: it learns from SWEET-RL's own ranked candidates (`rank/`). Fine-tuning on
+            one candidate per state needs more states than DPO's four pairs per state.
         critic_eval_states (`int`, *optional*, defaults to `48`):
             Held-out answer turns (from the zero-shot evaluation episodes) on which the critics are judged by
             best-of-N selection; `0` skips it.
@@ -47,6 +52,7 @@ class StudyArguments:
 
     methods: list[str] = field(default_factory=lambda: list(METHODS))
     rounds: int = 1
+    best_of_n_states: int | None = None
     critic_eval_states: int = 48
     critic_eval_candidates: int = 8
     answer_turn_states: int = 0
@@ -66,6 +72,8 @@ class StudyArguments:
             raise ValueError(f"rounds must be an int >= 1, got {self.rounds!r}")
         if self.rounds > 1 and "sweet" not in self.methods:
             raise ValueError("rounds > 1 iterates SWEET-RL: add 'sweet' to methods")
+        if self.best_of_n_states is not None and self.best_of_n_states < 1:
+            raise ValueError(f"best_of_n_states must be >= 1 or None, got {self.best_of_n_states}")
         if self.critic_eval_states < 0:
             raise ValueError(f"critic_eval_states must be >= 0, got {self.critic_eval_states}")
         if self.critic_eval_candidates < 2:

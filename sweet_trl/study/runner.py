@@ -8,6 +8,7 @@ only recomputes its statistics. The folders under ``run_dir``::
 
     collect/ critic_pairs/ train_critic/ sample_candidates/ rank/ policy_pairs/ train_policy/   SWEET-RL
     train_policy_best/                                    SWEET-RL's critic, best-of-N fine-tuning (same rank/)
+    best_of_n/{sample_candidates,rank,train_policy_best}/ the same with its own candidates (study.best_of_n_states)
     baseline_rft/ baseline_mtdpo/                                                                 the baselines
     no_privileged/{train_critic,rank,policy_pairs,train_policy}/   the critic without c (collect, pairs and
                                                                    candidates are links to the shared ones)
@@ -100,10 +101,11 @@ class Study:
         self.markers[key or name] = marker
         return marker
 
-    def link_shared(self, variant_dir: Path) -> None:
-        """The ablation reads the same trajectories, critic pairs and candidates: links, not copies."""
+    def link_shared(self, variant_dir: Path, names: Sequence[str] = SHARED_WITH_ABLATION) -> None:
+        """A variant reads the main run's stages (the ablation: the same trajectories, critic pairs and
+        candidates): links, not copies."""
         variant_dir.mkdir(parents=True, exist_ok=True)
-        for name in SHARED_WITH_ABLATION:
+        for name in names:
             link = variant_dir / name
             if link.is_symlink() or link.exists():
                 if link.is_symlink() and os.readlink(link) == os.path.join("..", name):
@@ -115,6 +117,22 @@ class Study:
         self.stage("train_critic", run_dir, *extra, *critic_extra, key=f"{label}/train_critic")
         for name in SWEET_CHAIN:
             self.stage(name, run_dir, *extra, key=f"{label}/{name}")
+
+    def sweet_best(self, base: Path) -> None:
+        """SWEET-RL's critic, best-of-N fine-tuning: on SWEET-RL's ranked candidates (complete stages are skipped),
+        or on candidates of its own (``best_of_n_states``) in a folder that links the collection and the critic."""
+        self.stage("train_critic", base, key="round1/train_critic")
+        run_dir, label = base, "round1"
+        if self.args.best_of_n_states:
+            run_dir, label = base / "best_of_n", "best_of_n"
+            self.link_shared(run_dir, ("collect", "critic_pairs", "train_critic"))
+            turns = self.stage_options("train_policy_best", [])[2].turns
+            self.stage("sample_candidates", run_dir, "--state_fraction", "1.0", "--max_states",
+                       str(self.args.best_of_n_states), *(["--state_turns", *map(str, turns)] if turns else []),
+                       key=f"{label}/sample_candidates")
+        self.stage("rank", run_dir, key=f"{label}/rank")
+        self.stage("train_policy_best", run_dir, key=f"{label}/train_policy_best")
+        self.evaluate(run_dir, "sweet_best", "sweet_best")
 
     def evaluate(self, run_dir: Path, policy: str, label: str, *extra: str) -> dict[str, Any]:
         return self.stage("evaluate", run_dir, "--policy", policy, *extra, key=f"evaluate/{label}")
@@ -135,11 +153,8 @@ class Study:
         self.stage("sample_candidates", base, key="round1/sample_candidates")
         if "sweet" in methods:
             self.method("sweet", lambda: (self.sweet(base, "round1"), self.evaluate(base, "sweet", "sweet")))
-        if "sweet_best" in methods:  # SWEET-RL's critic and ranking (complete stages are skipped), another update
-            self.method("sweet_best", lambda: (
-                [self.stage(name, base, key=f"round1/{name}") for name in ("train_critic", "rank",
-                                                                           "train_policy_best")],
-                self.evaluate(base, "sweet_best", "sweet_best")))
+        if "sweet_best" in methods:
+            self.method("sweet_best", lambda: self.sweet_best(base))
         for name in ("rft", "mtdpo"):
             if name in methods:
                 self.method(name, lambda name=name: (
