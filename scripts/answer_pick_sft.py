@@ -1,6 +1,7 @@
 """Fine-tune the starting policy on one answer per answer turn: does the critic's pick teach it anything?
 
-A diagnostic of the policy update, apart from DPO. A run's ``rank`` stage holds N candidate answers at each answer
+A diagnostic of the policy update, apart from DPO; its critic pick became the pipeline's ``train_policy_best`` stage
+(:mod:`sweet_trl.best_of_n`), and the random and oracle picks stay here as its control and its ceiling. A run's ``rank`` stage holds N candidate answers at each answer
 turn with the critic's scores. This keeps one candidate per turn, chosen by
 
 - ``critic``: the critic's top score (what SWEET-RL's ranking prefers, without DPO's push-down of the rest);
@@ -39,6 +40,7 @@ PICKS = ("critic", "random", "oracle")
 def pick_answers(rows: list[dict[str, Any]], pick: str, seed: int = 0) -> list[dict[str, Any]]:
     """One ``{"prompt", "completion", "state_id", "task_id"}`` row per answer turn, the answer chosen by ``pick``.
     ``oracle`` needs ``candidate_rewards`` on the rows (:func:`sweet_trl.study.critic_eval.grade_candidates`)."""
+    from sweet_trl.best_of_n import best_candidate
     from sweet_trl.study.critic_eval import SOLVED
 
     if pick not in PICKS:
@@ -48,8 +50,8 @@ def pick_answers(rows: list[dict[str, Any]], pick: str, seed: int = 0) -> list[d
     for row in rows:
         scores = row["ranking_scores"]
         order = sorted(range(len(scores)), key=lambda i: -scores[i])  # the critic's order, best first
-        if pick == "critic":
-            index = order[0]
+        if pick == "critic":  # what the pipeline's train_policy_best keeps
+            index = best_candidate(scores)
         elif pick == "random":
             index = rng.randrange(len(row["candidates"]))
         else:
