@@ -27,7 +27,7 @@ from typing import Any
 from colbench_gym._optional import require
 from sweet_trl.precision import default_bf16
 from sweet_trl.transformers_compat import checkpointing_by_current_name
-from sweet_trl.turn_pairs import StageStats, _read_rows
+from sweet_trl.turn_pairs import StageStats, _read_rows, ranked_state
 
 logger = logging.getLogger(__name__)
 _trl = require("trl", "train")
@@ -90,15 +90,11 @@ def best_turns_from_ranked(rows: Iterable[Mapping[str, Any]], config: BestOfNFin
     stats = StageStats(rows_in=len(rows))
     examples = []
     for row in rows:
-        if config.turns is not None and int(row["turn"]) not in config.turns:
-            stats.dropped["state_turn_not_trained"] += 1
+        state = ranked_state(row, config.turns, stats)
+        if state is None:
             continue
-        if row.get("ranking_error"):
-            stats.dropped["state_ranking_failed"] += 1
-            continue
-        texts, scores = list(row["candidates"]), list(row.get("ranking_scores") or [])
-        scored = sum(1 for s in scores if s is not None and math.isfinite(s))
-        if len(scores) != len(texts) or scored < config.min_candidates:
+        texts, scores = state
+        if sum(1 for s in scores if s is not None and math.isfinite(s)) < config.min_candidates:
             stats.dropped["state_unranked_or_too_few_candidates"] += 1
             continue
         index = best_candidate(scores)

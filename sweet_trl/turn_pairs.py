@@ -519,6 +519,23 @@ def draw_pairs(scores: Sequence[float], texts: Sequence[str], pairs_per_turn: in
     return rng.sample(allowed, pairs_per_turn)
 
 
+def ranked_state(row: Mapping[str, Any], turns: Sequence[int] | None, stats: StageStats
+                 ) -> tuple[list[str], list[float]] | None:
+    """A ranked turn state's candidates and their scores, or ``None`` (the reason counted in ``stats``) when its
+    turn is not trained, its ranking failed, or it has fewer than two candidates or no score for each."""
+    if turns is not None and int(row["turn"]) not in turns:
+        stats.dropped["state_turn_not_trained"] += 1
+        return None
+    if row.get("ranking_error"):
+        stats.dropped["state_ranking_failed"] += 1
+        return None
+    texts, scores = list(row["candidates"]), list(row.get("ranking_scores") or [])
+    if len(texts) < 2 or len(scores) != len(texts):
+        stats.dropped["state_unranked_or_too_few_candidates"] += 1
+        return None
+    return texts, scores
+
+
 def turn_pairs_from_ranked(rows: Iterable[Mapping[str, Any]], config: TurnPairsConfig
                            ) -> tuple[list[dict[str, Any]], StageStats]:
     """Pairs from ranked turn states (see :func:`draw_pairs`), with their provenance."""
@@ -528,16 +545,10 @@ def turn_pairs_from_ranked(rows: Iterable[Mapping[str, Any]], config: TurnPairsC
     stats = StageStats(rows_in=len(rows))
     pairs = []
     for row in rows:
-        if config.turns is not None and int(row["turn"]) not in config.turns:
-            stats.dropped["state_turn_not_trained"] += 1
+        state = ranked_state(row, config.turns, stats)
+        if state is None:
             continue
-        if row.get("ranking_error"):
-            stats.dropped["state_ranking_failed"] += 1
-            continue
-        texts, scores = list(row["candidates"]), list(row.get("ranking_scores") or [])
-        if len(texts) < 2 or len(scores) != len(texts):
-            stats.dropped["state_unranked_or_too_few_candidates"] += 1
-            continue
+        texts, scores = state
         rng = random.Random(derive_seed(config.seed, "pairs", row["state_id"]))
         drawn = draw_pairs(scores, texts, config.pairs_per_turn, rng, config.min_score_gap)
         if not drawn:
