@@ -12,6 +12,12 @@ policy's questions get the fact, and whether its answer uses it.
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/compare_evaluations.py runs/study_cpu_run3/evaluate/sweet \\
         runs/study_cpu_run3_answer/evaluate/sweet --json out.json
+
+With ``--pooled``, the folders are pairs (ours, theirs), one pair per seed of the same comparison: each task's
+difference is averaged over the seeds, then tasks are resampled (one interval for both seeds, paired by task):
+
+    .venv/bin/python scripts/compare_evaluations.py --pooled runs/a_seed0/evaluate/x runs/b_seed0/evaluate/y \\
+        runs/a_seed1/evaluate/x runs/b_seed1/evaluate/y
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any
 
 from colbench_gym.execution import extract_code
 from sweet_trl.study.results import comparison, policy_entry
-from sweet_trl.study.stats import DEFAULT_LEVEL
+from sweet_trl.study.stats import DEFAULT_LEVEL, bootstrap_mean
 
 SUCCESS_TO_POINTS = 100.0  # the study keeps success as a fraction and tests passed in percent
 
@@ -124,6 +130,36 @@ def compare(folders: list[Path], samples: int, seed: int) -> dict[str, Any]:
     return out
 
 
+def pooled(folders: list[Path], samples: int, seed: int) -> dict[str, Any]:
+    """``ours - theirs`` over (ours, theirs) pairs of folders (one pair per seed), averaged per task over the pairs,
+    tasks resampled; every pair must cover the same tasks."""
+    if len(folders) < 2 or len(folders) % 2:
+        raise SystemExit(f"--pooled takes pairs of folders (ours, theirs), got {len(folders)} folders")
+    differences: dict[str, dict[str, list[float]]] = {"success": {}, "tests_passed": {}}
+    tasks = None
+    for ours, theirs in zip(folders[::2], folders[1::2]):
+        rows = {}
+        for folder in (ours, theirs):
+            path = folder / "per_task.json"
+            if not path.is_file():
+                raise SystemExit(f"{path} not found: is {folder} an evaluation folder (<run>/evaluate/<policy>)?")
+            rows[folder] = {r["task_id"]: r for r in json.loads(path.read_text(encoding="utf-8"))}
+        pair_tasks = set(rows[ours]) & set(rows[theirs])
+        if set(rows[ours]) != set(rows[theirs]) or (tasks is not None and pair_tasks != tasks):
+            raise SystemExit(f"{ours} and {theirs} must cover the same tasks as every other pair")
+        tasks = pair_tasks
+        for task in tasks:
+            for metric, key in (("success", "success_rate"), ("tests_passed", "mean_reward")):
+                difference = 100.0 * (rows[ours][task][key] - rows[theirs][task][key])
+                differences[metric].setdefault(task, []).append(difference)
+    out: dict[str, Any] = {"pairs": [[str(a), str(b)] for a, b in zip(folders[::2], folders[1::2])]}
+    for metric, by_task in differences.items():
+        interval = bootstrap_mean([sum(v) / len(v) for _, v in sorted(by_task.items())], samples=samples, seed=seed)
+        out[metric] = [interval.mean, interval.low, interval.high]
+    out["tasks"] = len(tasks or ())
+    return out
+
+
 def _fmt(triple: list[float] | None, sign: str = "") -> str:
     return "-" if triple is None else f"{triple[0]:{sign}.1f} [{triple[1]:{sign}.1f}, {triple[2]:{sign}.1f}]"
 
@@ -134,7 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=10_000, help="bootstrap samples")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the numbers here")
+    parser.add_argument("--pooled", action="store_true",
+                        help="folders are (ours, theirs) pairs, one per seed: one paired difference over the seeds")
     args = parser.parse_args(argv)
+    if args.pooled:
+        result = pooled(args.folders, args.samples, args.seed)
+        print(f"{len(result['pairs'])} pairs pooled by task ({result['tasks']} tasks), ours minus theirs: success "
+              f"{_fmt(result['success'], '+')}   tests passed {_fmt(result['tests_passed'], '+')} points")
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        return 0
     result = compare(args.folders, args.samples, args.seed)
     for name, entry in result["policies"].items():
         print(f"{name} ({entry['tasks']} tasks)")

@@ -675,3 +675,32 @@ def test_a_method_that_cannot_run_is_recorded_and_the_others_go_on(tmp_path, mon
     assert "evaluate/rft" not in calls and "evaluate/mtdpo" in calls and "evaluate/sweet_no_privileged" in calls
     assert calls[-1] == "round2"
     assert seen["writes"] >= 4  # study.json after every method that ran, and at the end
+
+
+def test_compare_evaluations_pools_seeds_by_task(tmp_path):
+    script = _script("compare_evaluations")
+
+    def evaluation(name: str, success: dict[str, float], tests: dict[str, float]) -> str:
+        folder = tmp_path / name
+        folder.mkdir()
+        rows = [{"task_id": t, "success_rate": success[t], "mean_reward": tests[t]} for t in success]
+        (folder / "per_task.json").write_text(json.dumps(rows))
+        return str(folder)
+
+    # seed 0: ours ahead on task a by 0.5; seed 1: ahead on b by 0.25 and behind on a by 0.25
+    pairs = [evaluation("ours0", {"a": 0.5, "b": 0.0}, {"a": 0.6, "b": 0.2}),
+             evaluation("theirs0", {"a": 0.0, "b": 0.0}, {"a": 0.4, "b": 0.2}),
+             evaluation("ours1", {"a": 0.0, "b": 0.25}, {"a": 0.4, "b": 0.3}),
+             evaluation("theirs1", {"a": 0.25, "b": 0.0}, {"a": 0.4, "b": 0.2})]
+    out = tmp_path / "pooled.json"
+    assert script.main(["--pooled", *pairs, "--samples", "200", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    # per task over the seeds: a (50 - 25) / 2 = 12.5, b (0 + 25) / 2 = 12.5 points of success
+    assert result["tasks"] == 2 and result["success"][0] == pytest.approx(12.5)
+    assert result["tests_passed"][0] == pytest.approx(((20 + 0) / 2 + (0 + 10) / 2) / 2)
+    assert result["success"][1] <= result["success"][0] <= result["success"][2]
+    with pytest.raises(SystemExit, match="pairs of folders"):
+        script.main(["--pooled", *pairs[:3]])
+    other = evaluation("other", {"a": 0.0, "c": 0.0}, {"a": 0.0, "c": 0.0})
+    with pytest.raises(SystemExit, match="same tasks"):
+        script.main(["--pooled", *pairs[:2], other, pairs[3]])
