@@ -271,7 +271,7 @@ def tiny_study(tmp_path_factory):
         "baseline_mtdpo": {"pair_rule": "all_pairs", "require_success": False},
         "evaluate": {"eval_episodes_per_task": 4, "eval_temperature": 1.0},
         "train_policy_best": {"turns": [1]},
-        "study": {"rounds": 2, "best_of_n_states": 3, "critic_eval_states": 3, "critic_eval_candidates": 4, "bootstrap_samples": 500,
+        "study": {"rounds": 2, "best_of_n_states": 3, "best_of_n_rounds": 2, "critic_eval_states": 3, "critic_eval_candidates": 4, "bootstrap_samples": 500,
                   "answer_turn_states": 3, "answer_turn_candidates": 4,
                   "results_path": str(root / "results" / "study.json")},
     }
@@ -286,9 +286,11 @@ def tiny_study(tmp_path_factory):
 
 
 def test_study_trains_every_method_and_evaluates_them_on_the_same_tasks(tiny_study):
+    from datasets import load_from_disk
+
     results, run = tiny_study["results"], tiny_study["run"]
     assert set(results["policies"]) == {"zero_shot", "sweet", "sweet_best", "rft", "mtdpo", "sweet_no_privileged",
-                                        "sweet_round2"}
+                                        "sweet_round2", "sweet_best_round2"}
     task_sets = set()
     for name, entry in results["policies"].items():
         assert entry["tasks"] == 5 and entry["episodes"] == 20, name
@@ -301,9 +303,11 @@ def test_study_trains_every_method_and_evaluates_them_on_the_same_tasks(tiny_stu
         # each entry is computed from its own evaluation's episodes (the ablation's and round 2's are in sub-folders)
         episodes = {r["task_id"]: r for r in rows}
         assert sum(r["episodes"] for r in episodes.values()) == entry["episodes"], name
-        folder = {"sweet_no_privileged": "no_privileged", "sweet_round2": "round2", "sweet_best": "best_of_n"}
+        folder = {"sweet_no_privileged": "no_privileged", "sweet_round2": "round2", "sweet_best": "best_of_n",
+                  "sweet_best_round2": "best_of_n_round2"}
         evaluated = json.loads((run / folder.get(name, ".") / "evaluate"
-                                / ("sweet" if name in ("sweet_no_privileged", "sweet_round2") else name)
+                                / {"sweet_no_privileged": "sweet", "sweet_round2": "sweet",
+                                   "sweet_best_round2": "sweet_best"}.get(name, name)
                                 / "per_task.json")
                                .read_text())
         assert rows == evaluated, name
@@ -323,6 +327,21 @@ def test_study_trains_every_method_and_evaluates_them_on_the_same_tasks(tiny_stu
     best = json.loads((variant / "train_policy_best" / "_COMPLETE.json").read_text())
     assert best["inputs"] == {"rank": json.loads((variant / "rank" / "_COMPLETE.json").read_text())["fingerprint"]}
     assert 0 < best["counts"]["turn_states"] <= 3 and folders["evaluate/sweet_best"] == "best_of_n/evaluate/sweet_best"
+    # round 2 of best-of-N: the same turn states and critic, candidates from the merged round-1 policy, which it
+    # fine-tunes further
+    round2 = run / "best_of_n_round2"
+    assert all((round2 / name).resolve() == (run / name).resolve() for name in ("collect", "critic_pairs",
+                                                                                 "train_critic"))
+    merged = (variant / "train_policy_best" / "merged").resolve()
+    resampled = json.loads((round2 / "sample_candidates" / "_COMPLETE.json").read_text())
+    assert resampled["config"][0]["policy_model"] == str(merged)
+    assert {"state_fraction": 1.0, "max_states": 3, "state_turns": [1]}.items() <= resampled["config"][2].items()
+    states = lambda folder: sorted(load_from_disk(str(folder / "sample_candidates" / "candidates"))["state_id"])
+    assert states(round2) == states(variant)
+    adapter = json.loads((round2 / "train_policy_best" / "model" / "adapter_config.json").read_text())
+    assert adapter["base_model_name_or_path"] == str(merged)
+    assert folders["evaluate/sweet_best_round2"] == "best_of_n_round2/evaluate/sweet_best"
+    assert {"sweet_best_round2 - zero_shot", "sweet_best_round2 - sweet_best (round 1)"} <= set(comparisons)
     assert any(label.startswith("sweet - best baseline") for label in comparisons)
     diff = comparisons["sweet - zero_shot"]["success"]
     expected = results["policies"]["sweet"]["success_rate"] - results["policies"]["zero_shot"]["success_rate"]
@@ -638,6 +657,12 @@ def test_study_refuses_bad_configurations(tmp_path):
         study({"rounds": 0})
     with pytest.raises(ConfigError, match="add 'sweet'"):
         study({"rounds": 2, "methods": ["rft"]})
+    with pytest.raises(ConfigError, match="best_of_n_rounds must be an int >= 1"):
+        study({"best_of_n_rounds": 0})
+    with pytest.raises(ConfigError, match="set best_of_n_states"):
+        study({"best_of_n_rounds": 2})
+    with pytest.raises(ConfigError, match="add 'sweet_best'"):
+        study({"best_of_n_rounds": 2, "best_of_n_states": 8, "methods": ["sweet"]})
     with pytest.raises(ConfigError, match="must be a mapping"):
         study(["sweet"])
 

@@ -27,6 +27,11 @@ class StudyArguments:
             collection and critic): every state of the collection at the agent turns of `train_policy_best.turns`,
             at most this many. `None`: it learns from SWEET-RL's own ranked candidates (`rank/`). Fine-tuning on
             one candidate per state needs more states than DPO's four pairs per state.
+        best_of_n_rounds (`int`, *optional*, defaults to `1`):
+            Rounds of `"sweet_best"` (needs `best_of_n_states`): round r+1 samples candidates at the same turn states
+            with the round-r policy (merged into its base), ranks them with the same critic and fine-tunes the
+            round-r policy on the critic's new picks. Rounds live under `<run_dir>/best_of_n_round<r>/` and are
+            evaluated as `sweet_best_round<r>`, reported against zero-shot and round 1.
         critic_eval_states (`int`, *optional*, defaults to `48`):
             Held-out answer turns (from the zero-shot evaluation episodes) on which the critics are judged by
             best-of-N selection; `0` skips it.
@@ -53,6 +58,7 @@ class StudyArguments:
     methods: list[str] = field(default_factory=lambda: list(METHODS))
     rounds: int = 1
     best_of_n_states: int | None = None
+    best_of_n_rounds: int = 1
     critic_eval_states: int = 48
     critic_eval_candidates: int = 8
     answer_turn_states: int = 0
@@ -74,6 +80,12 @@ class StudyArguments:
             raise ValueError("rounds > 1 iterates SWEET-RL: add 'sweet' to methods")
         if self.best_of_n_states is not None and self.best_of_n_states < 1:
             raise ValueError(f"best_of_n_states must be >= 1 or None, got {self.best_of_n_states}")
+        if isinstance(self.best_of_n_rounds, bool) or not isinstance(self.best_of_n_rounds, int) \
+                or self.best_of_n_rounds < 1:
+            raise ValueError(f"best_of_n_rounds must be an int >= 1, got {self.best_of_n_rounds!r}")
+        if self.best_of_n_rounds > 1 and ("sweet_best" not in self.methods or not self.best_of_n_states):
+            raise ValueError("best_of_n_rounds > 1 iterates sweet_best on candidates of its own: add 'sweet_best' to "
+                             "methods and set best_of_n_states")
         if self.critic_eval_states < 0:
             raise ValueError(f"critic_eval_states must be >= 0, got {self.critic_eval_states}")
         if self.critic_eval_candidates < 2:

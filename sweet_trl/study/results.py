@@ -103,6 +103,9 @@ def study_results(study: Any, critic_selection: dict[str, Any] | None, wall_seco
     for name in rows:
         if name.startswith("sweet_round"):
             compare(name, "sweet", f"{name} - sweet (round 1)")
+        if name.startswith("sweet_best_round"):
+            compare(name, "zero_shot")
+            compare(name, "sweet_best", f"{name} - sweet_best (round 1)")
     first = next(iter(study.markers.values()))
     run_config = first["config"][0]
     return {

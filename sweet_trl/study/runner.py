@@ -9,6 +9,7 @@ only recomputes its statistics. The folders under ``run_dir``::
     collect/ critic_pairs/ train_critic/ sample_candidates/ rank/ policy_pairs/ train_policy/   SWEET-RL
     train_policy_best/                                    SWEET-RL's critic, best-of-N fine-tuning (same rank/)
     best_of_n/{sample_candidates,rank,train_policy_best}/ the same with its own candidates (study.best_of_n_states)
+    best_of_n_round2/...                        again from the round-1 best-of-N policy (study.best_of_n_rounds)
     baseline_rft/ baseline_mtdpo/                                                                 the baselines
     no_privileged/{train_critic,rank,policy_pairs,train_policy}/   the critic without c (collect, pairs and
                                                                    candidates are links to the shared ones)
@@ -33,12 +34,24 @@ from sweet_trl.pipeline_config import ConfigError, load_yaml, make_parser, split
 from sweet_trl.study.config import StudyArguments
 
 SHARED_WITH_ABLATION = ("collect", "critic_pairs", "sample_candidates")
+BEST_OF_N_SHARED = ("collect", "critic_pairs", "train_critic")  # sweet_best's own candidates, SWEET-RL's critic
 SWEET_CHAIN = ("rank", "policy_pairs", "train_policy")
 BASELINE_STAGES = {"rft": "baseline_rft", "mtdpo": "baseline_mtdpo"}
 WARM_START = "warm_start"
-POLICY_LABELS = {"zero_shot": "zero-shot", "sweet": "SWEET-RL", "sweet_best": "SWEET-RL, best-of-N fine-tuning",
-                 "sweet_no_privileged": "SWEET-RL, critic without c",
-                 "rft": "rejection fine-tuning", "mtdpo": "multi-turn DPO"}
+
+
+def merged_policy(stage_dir: Path) -> Path:
+    """A training stage's policy (``<stage_dir>/model``, a LoRA adapter or a full model) as a plain model in
+    ``<stage_dir>/merged``, written once: the next round's stages load it as their ``policy_model``."""
+    from sweet_trl.pipeline import load_causal_lm
+
+    merged = stage_dir / "merged"
+    if not (merged / "config.json").exists():
+        model, tokenizer = load_causal_lm(str(stage_dir / "model"))
+        model.save_pretrained(merged)
+        tokenizer.save_pretrained(merged)
+        del model
+    return merged
 
 
 def parse_study_arguments(section: Any, cli_args: Sequence[str] = ()) -> StudyArguments:
@@ -125,14 +138,29 @@ class Study:
         run_dir, label = base, "round1"
         if self.args.best_of_n_states:
             run_dir, label = base / "best_of_n", "best_of_n"
-            self.link_shared(run_dir, ("collect", "critic_pairs", "train_critic"))
-            turns = self.stage_options("train_policy_best", [])[2].turns
-            self.stage("sample_candidates", run_dir, "--state_fraction", "1.0", "--max_states",
-                       str(self.args.best_of_n_states), *(["--state_turns", *map(str, turns)] if turns else []),
-                       key=f"{label}/sample_candidates")
+            self.link_shared(run_dir, BEST_OF_N_SHARED)
+            self.stage("sample_candidates", run_dir, *self.best_of_n_states(), key=f"{label}/sample_candidates")
         self.stage("rank", run_dir, key=f"{label}/rank")
         self.stage("train_policy_best", run_dir, key=f"{label}/train_policy_best")
         self.evaluate(run_dir, "sweet_best", "sweet_best")
+
+    def best_of_n_states(self) -> list[str]:
+        """``sample_candidates`` options of sweet_best's own candidates: every state at its turns, up to the cap."""
+        turns = self.stage_options("train_policy_best", [])[2].turns
+        return ["--state_fraction", "1.0", "--max_states", str(self.args.best_of_n_states),
+                *(["--state_turns", *map(str, turns)] if turns else [])]
+
+    def best_of_n_round(self, previous: Path, round_index: int) -> Path:
+        """Round r of sweet_best: the round r-1 policy (merged into its base) samples at the same turn states, the
+        same critic ranks, and that policy is fine-tuned on the new picks."""
+        run_dir, label = self.run_dir / f"best_of_n_round{round_index}", f"best_of_n_round{round_index}"
+        self.link_shared(run_dir, BEST_OF_N_SHARED)
+        policy = ["--policy_model", str(merged_policy(previous / "train_policy_best").resolve())]
+        self.stage("sample_candidates", run_dir, *policy, *self.best_of_n_states(), key=f"{label}/sample_candidates")
+        self.stage("rank", run_dir, *policy, key=f"{label}/rank")
+        self.stage("train_policy_best", run_dir, *policy, key=f"{label}/train_policy_best")
+        self.evaluate(run_dir, "sweet_best", f"sweet_best_round{round_index}", *policy)
+        return run_dir
 
     def evaluate(self, run_dir: Path, policy: str, label: str, *extra: str) -> dict[str, Any]:
         return self.stage("evaluate", run_dir, "--policy", policy, *extra, key=f"evaluate/{label}")
@@ -155,6 +183,13 @@ class Study:
             self.method("sweet", lambda: (self.sweet(base, "round1"), self.evaluate(base, "sweet", "sweet")))
         if "sweet_best" in methods:
             self.method("sweet_best", lambda: self.sweet_best(base))
+            previous = base / "best_of_n"
+            for round_index in range(2, self.args.best_of_n_rounds + 1):
+                if "sweet_best" in self.failed or f"sweet_best_round{round_index - 1}" in self.failed:
+                    break
+                label = f"sweet_best_round{round_index}"
+                self.method(label, lambda p=previous, r=round_index: self.best_of_n_round(p, r))
+                previous = base / f"best_of_n_round{round_index}"
         for name in ("rft", "mtdpo"):
             if name in methods:
                 self.method(name, lambda name=name: (
@@ -207,17 +242,8 @@ class Study:
 
     def next_round(self, previous: Path, round_index: int) -> Path:
         """Round r: collect with the round r-1 SWEET-RL policy (merged into its base), train SWEET-RL from it."""
-        from sweet_trl.pipeline import load_causal_lm
-
-        adapter = previous / "train_policy" / "model"
-        merged = previous / "train_policy" / "merged"
-        if not (merged / "config.json").exists():
-            model, tokenizer = load_causal_lm(str(adapter))
-            model.save_pretrained(merged)
-            tokenizer.save_pretrained(merged)
-            del model
         run_dir = self.run_dir / f"round{round_index}"
-        policy = ["--policy_model", str(merged.resolve())]
+        policy = ["--policy_model", str(merged_policy(previous / "train_policy").resolve())]
         label = f"round{round_index}"
         for name in ("collect", "critic_pairs", "sample_candidates"):
             self.stage(name, run_dir, *policy, key=f"{label}/{name}")
