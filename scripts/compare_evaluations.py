@@ -103,14 +103,17 @@ def disclosures(folder: Path) -> dict[str, Any] | None:
             "tests_passed_when_not_used": _percent_mean(told[False])}
 
 
+def _per_task(folder: Path) -> list[dict[str, Any]]:
+    """An evaluation folder's per-task rows (``per_task.json``)."""
+    path = folder / "per_task.json"
+    if not path.is_file():
+        raise SystemExit(f"{path} not found: is {folder} an evaluation folder (<run>/evaluate/<policy>)?")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def compare(folders: list[Path], samples: int, seed: int) -> dict[str, Any]:
     """The study's own statistics (``policy_entry``, ``comparison``) on each folder's ``per_task.json``, in points."""
-    rows = {}
-    for folder in folders:
-        path = folder / "per_task.json"
-        if not path.is_file():
-            raise SystemExit(f"{path} not found: is {folder} an evaluation folder (<run>/evaluate/<policy>)?")
-        rows[str(folder)] = json.loads(path.read_text(encoding="utf-8"))
+    rows = {str(folder): _per_task(folder) for folder in folders}
     base = str(folders[0])
     out: dict[str, Any] = {"baseline": base, "policies": {}}
     for name, task_rows in rows.items():
@@ -138,12 +141,7 @@ def pooled(folders: list[Path], samples: int, seed: int) -> dict[str, Any]:
     differences: dict[str, dict[str, list[float]]] = {"success": {}, "tests_passed": {}}
     tasks = None
     for ours, theirs in zip(folders[::2], folders[1::2]):
-        rows = {}
-        for folder in (ours, theirs):
-            path = folder / "per_task.json"
-            if not path.is_file():
-                raise SystemExit(f"{path} not found: is {folder} an evaluation folder (<run>/evaluate/<policy>)?")
-            rows[folder] = {r["task_id"]: r for r in json.loads(path.read_text(encoding="utf-8"))}
+        rows = {folder: {r["task_id"]: r for r in _per_task(folder)} for folder in (ours, theirs)}
         pair_tasks = set(rows[ours]) & set(rows[theirs])
         if set(rows[ours]) != set(rows[theirs]) or (tasks is not None and pair_tasks != tasks):
             raise SystemExit(f"{ours} and {theirs} must cover the same tasks as every other pair")

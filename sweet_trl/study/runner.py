@@ -139,12 +139,12 @@ class Study:
         if self.args.best_of_n_states:
             run_dir, label = base / "best_of_n", "best_of_n"
             self.link_shared(run_dir, BEST_OF_N_SHARED)
-            self.stage("sample_candidates", run_dir, *self.best_of_n_states(), key=f"{label}/sample_candidates")
+            self.stage("sample_candidates", run_dir, *self.best_of_n_sample_options(), key=f"{label}/sample_candidates")
         self.stage("rank", run_dir, key=f"{label}/rank")
         self.stage("train_policy_best", run_dir, key=f"{label}/train_policy_best")
         self.evaluate(run_dir, "sweet_best", "sweet_best")
 
-    def best_of_n_states(self) -> list[str]:
+    def best_of_n_sample_options(self) -> list[str]:
         """``sample_candidates`` options of sweet_best's own candidates: every state at its turns, up to the cap."""
         turns = self.stage_options("train_policy_best", [])[2].turns
         return ["--state_fraction", "1.0", "--max_states", str(self.args.best_of_n_states),
@@ -156,7 +156,7 @@ class Study:
         run_dir, label = self.run_dir / f"best_of_n_round{round_index}", f"best_of_n_round{round_index}"
         self.link_shared(run_dir, BEST_OF_N_SHARED)
         policy = ["--policy_model", str(merged_policy(previous / "train_policy_best").resolve())]
-        self.stage("sample_candidates", run_dir, *policy, *self.best_of_n_states(), key=f"{label}/sample_candidates")
+        self.stage("sample_candidates", run_dir, *policy, *self.best_of_n_sample_options(), key=f"{label}/sample_candidates")
         self.stage("rank", run_dir, *policy, key=f"{label}/rank")
         self.stage("train_policy_best", run_dir, *policy, key=f"{label}/train_policy_best")
         self.evaluate(run_dir, "sweet_best", f"sweet_best_round{round_index}", *policy)
@@ -183,13 +183,8 @@ class Study:
             self.method("sweet", lambda: (self.sweet(base, "round1"), self.evaluate(base, "sweet", "sweet")))
         if "sweet_best" in methods:
             self.method("sweet_best", lambda: self.sweet_best(base))
-            previous = base / "best_of_n"
-            for round_index in range(2, self.args.best_of_n_rounds + 1):
-                if "sweet_best" in self.failed or f"sweet_best_round{round_index - 1}" in self.failed:
-                    break
-                label = f"sweet_best_round{round_index}"
-                self.method(label, lambda p=previous, r=round_index: self.best_of_n_round(p, r))
-                previous = base / f"best_of_n_round{round_index}"
+            self.later_rounds("sweet_best", base / "best_of_n", self.args.best_of_n_rounds, "best_of_n_round",
+                              self.best_of_n_round)
         for name in ("rft", "mtdpo"):
             if name in methods:
                 self.method(name, lambda name=name: (
@@ -208,16 +203,21 @@ class Study:
             self.method("sweet_no_privileged", lambda: (
                 [self.stage(name, variant, key=f"no_privileged/{name}") for name in SWEET_CHAIN],
                 self.evaluate(variant, "sweet", "sweet_no_privileged")))
-        previous = base
-        for round_index in range(2, self.args.rounds + 1):
-            if "sweet" in self.failed or f"sweet_round{round_index - 1}" in self.failed:
-                break
-            label = f"sweet_round{round_index}"
-            self.method(label, lambda p=previous, r=round_index: self.next_round(p, r))
-            previous = self.run_dir / f"round{round_index}"
+        self.later_rounds("sweet", base, self.args.rounds, "round", self.next_round)
         if self.args.answer_turn_states:
             self.compare_answer_turns()
         return self.write(final=True)
+
+    def later_rounds(self, method: str, first: Path, rounds: int, folder: str,
+                     run_round: Callable[[Path, int], Path]) -> None:
+        """Rounds 2..``rounds`` of ``method`` (round r in ``<run_dir>/<folder><r>``, evaluated as
+        ``<method>_round<r>``), each from the one before; they stop at the first round that could not run."""
+        previous = first
+        for round_index in range(2, rounds + 1):
+            if method in self.failed or f"{method}_round{round_index - 1}" in self.failed:
+                break
+            self.method(f"{method}_round{round_index}", lambda p=previous, r=round_index: run_round(p, r))
+            previous = self.run_dir / f"{folder}{round_index}"
 
     def write(self, final: bool = False) -> dict[str, Any]:
         """``study.json`` (and the report) from every evaluation so far."""
