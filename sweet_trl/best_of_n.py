@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench_gym._optional import require
-from sweet_trl.precision import default_bf16
+from sweet_trl.precision import apply_default_precision
 from sweet_trl.transformers_compat import checkpointing_by_current_name
 from sweet_trl.turn_pairs import StageStats, _read_rows, ranked_state
 
@@ -63,7 +63,7 @@ class BestOfNFinetuneConfig(_trl.SFTConfig):
     learning_rate: float = field(default=2e-7, metadata={"help": "AdamW learning rate."})
 
     def __post_init__(self):
-        self.bf16 = default_bf16(self.bf16, self.fp16)
+        apply_default_precision(self)
         checkpointing_by_current_name(self)
         if self.turns is not None and (not self.turns or any(int(t) != t or t < 0 for t in self.turns)):
             raise ValueError(f"turns must be None or a non-empty list of agent turn indices >= 0, got {self.turns}")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from trl import DPOConfig
 
-from sweet_trl.precision import default_bf16
+from sweet_trl.precision import apply_default_precision
 from sweet_trl.tokenization import DEFAULT_PRIVILEGED_TEMPLATE, CriticInputFormat
 from sweet_trl.transformers_compat import checkpointing_by_current_name
 
@@ -135,7 +135,7 @@ class SweetCriticConfig(DPOConfig):
     max_pairs_per_task: int | None = field(default=None, metadata={"help": "Keep at most this many pairs per task."})
 
     def __post_init__(self):
-        self.bf16 = default_bf16(self.bf16, self.fp16)
+        apply_default_precision(self)
         checkpointing_by_current_name(self)
         super().__post_init__()
         if self.score_normalization not in ("per_turn_sum", "trajectory_mean"):

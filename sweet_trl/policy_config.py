@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from colbench_gym._optional import require
-from sweet_trl.precision import default_bf16
+from sweet_trl.precision import apply_default_precision
 from sweet_trl.transformers_compat import checkpointing_by_current_name
 
 DPOConfig = require("trl", "train").DPOConfig
@@ -84,7 +84,7 @@ class TurnPreferenceConfig(DPOConfig):
     )
 
     def __post_init__(self):
-        self.bf16 = default_bf16(self.bf16, self.fp16)
+        apply_default_precision(self)
         checkpointing_by_current_name(self)
         self.loss_type, self.loss_weights = with_nll_term(self.loss_type, self.loss_weights, self.nll_coef)
         super().__post_init__()

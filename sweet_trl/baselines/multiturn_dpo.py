@@ -28,7 +28,7 @@ from typing import Any
 
 from colbench_gym._optional import require
 from sweet_trl.policy_config import with_nll_term
-from sweet_trl.precision import default_bf16
+from sweet_trl.precision import apply_default_precision
 from sweet_trl.tokenization import ChatTemplateError, tokenize_conversation
 from sweet_trl.transformers_compat import checkpointing_by_current_name
 
@@ -96,7 +96,7 @@ class MultiTurnDPOConfig(_trl.DPOConfig):
         default=0.0, metadata={"help": "Weight of the chosen dialogue's NLL added to the DPO loss (TRL's 'sft')."})
 
     def __post_init__(self):
-        self.bf16 = default_bf16(self.bf16, self.fp16)
+        apply_default_precision(self)
         checkpointing_by_current_name(self)
         if self.pair_rule not in (None, "best_vs_rest", "all_pairs"):
             raise ValueError(f"pair_rule must be 'best_vs_rest' or 'all_pairs', got {self.pair_rule!r}")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colbench_gym._optional import require
-from sweet_trl.precision import default_bf16
+from sweet_trl.precision import apply_default_precision
 from sweet_trl.tokenization import ChatTemplateError, tokenize_conversation
 from sweet_trl.trajectories import Trajectory, read_trajectories
 from sweet_trl.transformers_compat import checkpointing_by_current_name
@@ -65,7 +65,7 @@ class RejectionFinetuneConfig(_trl.SFTConfig):
     learning_rate: float = field(default=2e-7, metadata={"help": "AdamW learning rate."})
 
     def __post_init__(self):
-        self.bf16 = default_bf16(self.bf16, self.fp16)
+        apply_default_precision(self)
         checkpointing_by_current_name(self)
         if self.assistant_only_loss:
             raise ValueError("assistant_only_loss is not used here: the agent-turn masks are built by "
