@@ -702,6 +702,30 @@ def test_a_method_that_cannot_run_is_recorded_and_the_others_go_on(tmp_path, mon
     assert seen["writes"] >= 4  # study.json after every method that ran, and at the end
 
 
+@pytest.mark.parametrize("methods, best_of_n_states, samples", [
+    (["sweet_best"], 8, ["best_of_n/sample_candidates"]),
+    (["sweet_best"], None, ["round1/sample_candidates"]),
+    (["rft", "mtdpo"], None, []),
+    (["sweet_no_privileged"], None, ["round1/sample_candidates"]),
+])
+def test_the_study_samples_sweet_rls_turn_states_only_for_a_method_that_ranks_them(tmp_path, monkeypatch, methods,
+                                                                                   best_of_n_states, samples):
+    pytest.importorskip("trl")
+    import yaml
+
+    from sweet_trl.study import Study
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"), "study": {
+        "methods": methods, "best_of_n_states": best_of_n_states, "critic_eval_states": 0}}))
+    study = Study(path, stream=io.StringIO())
+    calls = []
+    monkeypatch.setattr(study, "stage", lambda name, run_dir, *extra, key=None: calls.append(key or name) or {})
+    monkeypatch.setattr(study, "write", lambda final=False: {})
+    study.run()
+    assert [c for c in calls if c.endswith("sample_candidates")] == samples, calls
+
+
 def test_compare_evaluations_pools_seeds_by_task(tmp_path):
     script = _script("compare_evaluations")
 
