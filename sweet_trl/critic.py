@@ -309,8 +309,17 @@ class SweetCritic:
         ``losses.candidate_ranking_scores``. ``reference_without_privileged=True`` gives the reference the
         dialogue alone (no ``c``; the same candidate tokens): the score is then the critic's mean log-prob given
         ``c`` minus the initial model's without it, which before any training is the candidate's pointwise mutual
-        information with ``c`` (the ``"critic_minus_reference_without_c"`` ranking).
+        information with ``c`` (the ``"critic_minus_reference_without_c"`` ranking). A candidate text that occurs
+        more than once is scored once (a sharpened policy repeats itself: 3 distinct answers of 8 are common).
         """
+        unique = list(dict.fromkeys(candidates))
+        if len(unique) < len(candidates):
+            scored = self.score_candidates(history, unique, privileged, return_details=True,
+                                           reference_without_privileged=reference_without_privileged)
+            where = [unique.index(c) for c in candidates]
+            details = CandidateScores(*([values[i] for i in where] for values in (
+                scored.advantages, scored.critic_mean_logps, scored.ref_mean_logps, scored.num_tokens)))
+            return details if return_details else details.advantages
         history = conversation_messages(history)
         trajectories = [history + [{"role": self.input_format.agent_role, "content": c}] for c in candidates]
         _, inputs = self._inputs(trajectories, privileged, score_turns=[-1])

@@ -293,7 +293,7 @@ def test_candidates_are_scored_in_one_batch_like_full_trajectories(trained, shar
     turn = record["decisive_turn"]
     history = record["dialogue_history"][: 1 + 2 * turn]  # up to the human message before the decisive turn
     detail = next(d for d in DETAILS if d in record["task"]["ground_truth"])
-    candidates = [decisive_question(detail), FILLERS[0], FILLERS[3], ""]
+    candidates = [decisive_question(detail), FILLERS[0], FILLERS[3], "", FILLERS[0]]  # the last one again: once
     calls = {"critic": [], "reference": []}
     hooks = [critic.model.register_forward_hook(lambda m, a, kw, out: calls["critic"].append(kw["input_ids"].shape),
                                                 with_kwargs=True),
@@ -302,7 +302,8 @@ def test_candidates_are_scored_in_one_batch_like_full_trajectories(trained, shar
     details = critic.score_candidates(history, candidates, record["task"]["ground_truth"], return_details=True)
     for hook in hooks:
         hook.remove()
-    dialogues = [history + [{"role": "assistant", "content": c}] for c in candidates]
+    assert details.advantages[4] == details.advantages[1] and details.num_tokens[4] == details.num_tokens[1]
+    dialogues = [history + [{"role": "assistant", "content": c}] for c in candidates[:4]]
     _, inputs = critic._inputs(dialogues, record["task"]["ground_truth"], score_turns=[-1])
     scorable = [r.conversation for r in inputs if r.conversation is not None]  # not the empty message
     full_length = max(len(c) for c in scorable)
