@@ -34,10 +34,13 @@ $(STAMP): pyproject.toml Makefile
 demo: setup
 	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config demo_cpu
 
-# The small-scale study (SWEET-RL, its ablation, RFT, multi-turn DPO, zero-shot; intervals), every policy from the
-# shipped warm start: about 205 minutes of stages on a quiet 2-core VM (benchmarks/RESULTS.md).
+# The small-scale study (SWEET-RL, its ablation, RFT, multi-turn DPO, best-of-N fine-tuning in two rounds, zero-shot;
+# intervals), every policy from the shipped warm start: about 7 hours of stages in float32 on the 2-core VM (seed 0,
+# stages timed beside other jobs). On a CPU with native bf16, `make study STUDY_ARGS="--bf16 true --dtype bfloat16"`
+# runs its stages in about 0.5-0.7x the time (benchmarks/RESULTS.md, "bf16").
+STUDY_ARGS ?=
 study: setup
-	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config study_cpu
+	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config study_cpu $(STUDY_ARGS)
 
 test: setup
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
