@@ -48,7 +48,6 @@ def training_steps(steps: int, batch_size: int = 4) -> dict[str, Any]:
     model, tokenizer = load_causal_lm(resolve_model("embedded"))
     model = peft.get_peft_model(model, peft.LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
                                                        task_type="CAUSAL_LM"))
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
     sequences = dialogues(tokenizer, batch_size * (steps + 1))
     seconds: dict[str, list[float]] = {"float32": [], "bf16": []}
     losses: dict[str, list[float]] = {"float32": [], "bf16": []}
@@ -63,7 +62,7 @@ def training_steps(steps: int, batch_size: int = 4) -> dict[str, Any]:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=name == "bf16"):
                 loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
             loss.backward()
-            optimizer.zero_grad()  # no update: both settings see the same weights at every step
+            model.zero_grad()  # no update: both settings see the same weights at every step
             if step:
                 seconds[name].append(time.perf_counter() - start)
                 losses[name].append(loss.item())

@@ -316,8 +316,8 @@ class SweetCritic:
         if len(unique) < len(candidates):
             scored = self.score_candidates(history, unique, privileged, return_details=True,
                                            reference_without_privileged=reference_without_privileged)
-            where = [unique.index(c) for c in candidates]
-            details = CandidateScores(*([values[i] for i in where] for values in (
+            position = {text: i for i, text in enumerate(unique)}
+            details = CandidateScores(*([values[position[c]] for c in candidates] for values in (
                 scored.advantages, scored.critic_mean_logps, scored.ref_mean_logps, scored.num_tokens)))
             return details if return_details else details.advantages
         history = conversation_messages(history)

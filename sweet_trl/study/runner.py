@@ -178,8 +178,10 @@ class Study:
         self.stage("collect", base, key="round1/collect")
         self.evaluate(base, "zero_shot", "zero_shot")
         self.stage("critic_pairs", base, key="round1/critic_pairs")
-        if {"sweet", "sweet_no_privileged"} & set(methods) or ("sweet_best" in methods and not self.args.best_of_n_states):
-            self.stage("sample_candidates", base, key="round1/sample_candidates")  # SWEET-RL's turn states
+        ranks_sweet_states = {"sweet", "sweet_no_privileged"} & set(methods) or (
+            "sweet_best" in methods and not self.args.best_of_n_states)
+        if ranks_sweet_states:
+            self.stage("sample_candidates", base, key="round1/sample_candidates")
         if "sweet" in methods:
             self.method("sweet", lambda: (self.sweet(base, "round1"), self.evaluate(base, "sweet", "sweet")))
         if "sweet_best" in methods:
