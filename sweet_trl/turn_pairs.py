@@ -203,6 +203,8 @@ _STATE_ADVICE = {
                                        "generation_errors",
     "state_unranked_or_too_few_candidates": "fewer than two candidates, or no critic scores: sample more "
                                             "(num_candidates), then rank them",
+    "state_pick_below_top_fraction": "the critic scores these states' picks below the kept top_fraction: raise "
+                                     "top_fraction to learn from more of them",
     "state_no_distinct_pair": "no two candidates of the upper and lower half differ in text and by more than "
                               "min_score_gap in score: lower min_score_gap, or sample more varied candidates "
                               "(a higher temperature)",

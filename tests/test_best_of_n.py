@@ -63,6 +63,17 @@ def test_the_pick_is_the_highest_finite_score_with_its_margin(tmp_path):
     assert best_candidate([None, float("nan")]) is None and best_candidate([-2.0, -1.0, -1.5]) == 1
 
 
+def test_top_fraction_keeps_the_states_whose_pick_scores_highest_in_their_order(tmp_path):
+    rows = [ranked_row(i, ["a", "b"], [score, -5.0]) for i, score in enumerate([0.1, 0.9, -0.4, 0.5, 0.3])]
+    examples, stats = best_turns_from_ranked(rows, config(tmp_path, top_fraction=0.5))
+    assert [e["state_id"] for e in examples] == ["s1", "s3", "s4"]  # ceil(2.5) states: 0.9, 0.5, 0.3
+    assert dict(stats.dropped) == {"state_pick_below_top_fraction": 2} and stats.rows_out == 3
+    one, _ = best_turns_from_ranked(rows, config(tmp_path, top_fraction=0.01))
+    assert [e["state_id"] for e in one] == ["s1"]  # never empty while a state is ranked
+    every, _ = best_turns_from_ranked(rows, config(tmp_path))
+    assert len(every) == 5
+
+
 def test_nothing_to_learn_from_is_an_error_that_says_why(tmp_path):
     rows = [ranked_row(0, ["a", "b"], [0.2, 0.5], turn=0)]
     with pytest.raises(ValueError, match="no turn state to learn from.*state_turn_not_trained.*widen turns"):
@@ -73,6 +84,8 @@ def test_nothing_to_learn_from_is_an_error_that_says_why(tmp_path):
     ({"turns": []}, "turns must be None or a non-empty list"),
     ({"turns": [-1]}, "turns must be None or a non-empty list"),
     ({"min_candidates": 1}, "min_candidates must be >= 2"),
+    ({"top_fraction": 0.0}, r"top_fraction must be in \(0, 1\]"),
+    ({"top_fraction": 1.5}, r"top_fraction must be in \(0, 1\]"),
     ({"completion_only_loss": False}, "would train on the dialogue too"),
 ])
 def test_bad_settings_are_named(tmp_path, bad, message):
