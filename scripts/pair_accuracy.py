@@ -4,7 +4,9 @@ The ``rank`` stage scores N candidates per turn state; answer-turn candidates ca
 scorer against the task's reference, so each pair's order can be checked. This prints, per gap, the pairs whose
 scores differ by more than it and how many of them put the candidate that passes more tests first, plus the
 best-of-N pick against a random pick and the best candidate (tests passed, and how often each passes them all):
-the measurements behind ``policy_pairs.min_score_gap`` in sweet_trl/configs/*_cpu.yaml. It also says which side
+the measurements behind ``policy_pairs.min_score_gap`` in sweet_trl/configs/*_cpu.yaml. Across states, it says how
+well the critic's score of its own pick tells which picks succeed (an AUC), and how often the picks of the
+best-scored fraction of the states do: the measurement behind ``train_policy_best.top_fraction``. It also says which side
 each order takes toward the code of the agent's first message (the small model's first guess): of two candidates,
 how often the higher-scored one is the closer to that code, and how often the one that passes more tests is; a
 ranking that prefers closeness more than the tests do teaches the policy to resubmit its first guess. Once the
@@ -72,6 +74,33 @@ def closeness_orders(rows: list[dict[str, Any]]) -> dict[str, float | int | None
     return out
 
 
+def picks_by_score(graded: list[dict[str, Any]], fractions: tuple[float, ...] = (1.0, 0.75, 0.5, 0.33, 0.25)
+                   ) -> dict[str, Any]:
+    """The critic's pick of each graded state, ordered across states by its score: the AUC of that score for "the
+    pick passes every test" (ties count half; None without both outcomes), and per fraction of the states, the
+    best-scored ones first, how often their picks succeed and their tests passed."""
+    from sweet_trl.best_of_n import best_candidate
+    from sweet_trl.study.critic_eval import SOLVED
+
+    picks = []
+    for row in graded:
+        index = best_candidate(row["ranking_scores"])
+        if index is not None:
+            picks.append((row["ranking_scores"][index], row["candidate_rewards"][index]))
+    picks.sort(key=lambda pick: -pick[0])
+    right = [score for score, reward in picks if reward >= SOLVED]
+    wrong = [score for score, reward in picks if reward < SOLVED]
+    auc = (sum((a > b) + 0.5 * (a == b) for a in right for b in wrong) / (len(right) * len(wrong))
+           if right and wrong else None)
+    by_fraction = []
+    for fraction in fractions:
+        kept = picks[:max(1, math.ceil(fraction * len(picks)))] if picks else []
+        by_fraction.append({"top_fraction": fraction, "states": len(kept),
+                            "success": statistics.fmean(r >= SOLVED for _, r in kept) if kept else None,
+                            "tests_passed": statistics.fmean(r for _, r in kept) if kept else None})
+    return {"auc_success": auc, "by_top_fraction": by_fraction}
+
+
 def training_pair_orders(graded: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> dict[str, int]:
     """The policy's answer-turn training pairs (the ``policy_pairs`` stage's rows) by graded reward: how many put
     the candidate that passes more tests first, as many (most often two failures: the critic's call alone), or
@@ -124,6 +153,7 @@ def measure(run_dir: Path, gaps: list[float]) -> dict[str, Any]:
             "random": statistics.fmean(share_solved(r["candidate_rewards"]) for r in graded) if graded else None,
             "best": share_solved([max(r["candidate_rewards"]) for r in graded]) if graded else None,
         },
+        "picks_by_score": picks_by_score(graded),
         "training_pairs": training,  # None before the policy_pairs stage
     }
 
@@ -149,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  closer to the first message's code: the higher score in {share(toward['higher_score_is_closer'])} of "
           f"{toward['score_pairs']} pairs, the more tests passed in {share(toward['higher_reward_is_closer'])} of "
           f"{toward['reward_pairs']}")
+    across = result["picks_by_score"]
+    auc = "-" if across["auc_success"] is None else f"{across['auc_success']:.2f}"
+    print(f"  across states, the pick's score tells a pick that succeeds with AUC {auc}; the best-scored states' picks "
+          "succeed: " + ", ".join(f"top {e['top_fraction']:.0%} ({e['states']}) {share(e['success'])}"
+                                   for e in across["by_top_fraction"]))
     training = result["training_pairs"]
     if training:
         print(f"  the policy's answer-turn training pairs: the chosen answer passes more tests in "

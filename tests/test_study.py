@@ -445,6 +445,20 @@ def test_pair_accuracy_grades_the_training_pairs_by_the_tests():
     assert counts == {"chosen_passes_more": 2, "as_many": 1, "chosen_passes_fewer": 1, "ungraded": 1}
 
 
+def test_pair_accuracy_says_how_well_the_picks_score_tells_the_picks_that_succeed():
+    script = _script("pair_accuracy")
+    state = lambda scores, rewards: {"ranking_scores": scores, "candidate_rewards": rewards}
+    graded = [state([0.9, 0.1], [1.0, 0.0]),           # pick 0.9: succeeds
+              state([0.2, 0.7], [1.0, 0.5]),           # pick 0.7: fails (half the tests)
+              state([0.5, float("nan")], [1.0, 1.0]),  # pick 0.5: succeeds
+              state([-0.3, -1.0], [0.0, 1.0])]         # pick -0.3: fails
+    across = script.picks_by_score(graded, fractions=(1.0, 0.5, 0.25))
+    assert across["auc_success"] == pytest.approx(0.75)  # of 4 (succeeds, fails) pairs, 3 ordered right
+    assert [(e["states"], e["success"], e["tests_passed"]) for e in across["by_top_fraction"]] == [
+        (4, 0.5, pytest.approx(0.625)), (2, 0.5, pytest.approx(0.75)), (1, 1.0, 1.0)]
+    assert script.picks_by_score([state([0.1, 0.2], [0.0, 0.0])])["auc_success"] is None  # no pick succeeds
+
+
 def test_pair_accuracy_says_which_side_each_order_takes_toward_the_first_code():
     script = _script("pair_accuracy")
     first = "```python\ndef fee(days):\n    return days\n```"
