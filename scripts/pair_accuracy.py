@@ -6,8 +6,8 @@ scores differ by more than it and how many of them put the candidate that passes
 best-of-N pick against a random pick and the best candidate (tests passed, and how often each passes them all):
 the measurements behind ``policy_pairs.min_score_gap`` in sweet_trl/configs/*_cpu.yaml. Across states, it says how
 well the critic's score of its own pick tells which picks succeed (an AUC), and how often the picks of the
-best-scored fraction of the states do: the measurement behind ``train_policy_best.top_fraction``. It also says which side
-each order takes toward the code of the agent's first message (the small model's first guess): of two candidates,
+best-scored fraction of the states do: the measurement behind ``train_policy_best.top_fraction``. It also says which
+side each order takes toward the code of the agent's first message (the small model's first guess): of two candidates,
 how often the higher-scored one is the closer to that code, and how often the one that passes more tests is; a
 ranking that prefers closeness more than the tests do teaches the policy to resubmit its first guess. Once the
 ``policy_pairs`` stage has run, it also grades the pairs the policy trains on at the answer turn.
