@@ -53,8 +53,9 @@ class BestOfNFinetuneConfig(_trl.SFTConfig):
             (`1.0`: every state). The critic's score of its own pick tells, across states, which picks are right:
             on the small study's train answer turns (seed 0) it separates picks that pass every test from the
             others with an AUC of 0.87, and the top half of the states holds picks that succeed 58% of the time
-            against 31% for all of them. Yet fine-tuning on that half was level with every state there (RESULTS.md, "best-of-N
-            fine-tuning on the half of the states"): the states where no candidate succeeds limit the gain.
+            against 31% for all of them. Yet fine-tuning on that half was level with every state there
+            (RESULTS.md, "best-of-N fine-tuning on the half of the states"): the states where no candidate
+            succeeds limit the gain.
         max_length (`int` or `None`, *optional*, defaults to `16384`):
             Longest prompt + turn in tokens (late turns of a ten-turn dialogue are long).
         learning_rate (`float`, *optional*, defaults to `2e-7`):
