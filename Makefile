@@ -31,16 +31,20 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m colbench_gym.rendering.assets --fetch
 	touch $(STAMP)
 
-demo: setup
-	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config demo_cpu
+# bf16 trainers and sampling where the CPU computes bf16 natively (AVX512-BF16, AMX: 0.5-0.7x the float32 time) and
+# there is no GPU; nothing elsewhere (sweet_trl/precision.py). Set NATIVE_BF16= to run float32.
+NATIVE_BF16 ?= $$($(PY) -m sweet_trl.precision)
 
-# The small-scale study (SWEET-RL, its ablation, RFT, multi-turn DPO, best-of-N fine-tuning in two rounds, zero-shot;
-# intervals), every policy from the shipped warm start: about 7 hours of stages in float32 on the 2-core VM (seed 0,
-# stages timed beside other jobs). On a CPU with native bf16, `make study STUDY_ARGS="--bf16 true --dtype bfloat16"`
-# runs its stages in about 0.5-0.7x the time (benchmarks/RESULTS.md, "bf16").
+demo: setup
+	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config demo_cpu $(NATIVE_BF16)
+
+# The small-scale study (SWEET-RL, its ablation, RFT, multi-turn DPO, best-of-N fine-tuning in three rounds,
+# zero-shot; intervals), every policy from the shipped warm start: about 7 hours of stages in float32 on the 2-core VM,
+# about 0.5-0.7x that in native bf16. Zero-shot and best-of-N alone, three rounds in bf16, about 113 minutes:
+# make study STUDY_ARGS="--study.methods sweet_best"   (benchmarks/RESULTS.md, "a third bf16 round")
 STUDY_ARGS ?=
 study: setup
-	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config study_cpu $(STUDY_ARGS)
+	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config study_cpu $(NATIVE_BF16) $(STUDY_ARGS)
 
 test: setup
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q

@@ -8,7 +8,9 @@ bf16/gpu"). Ours turn it on only where transformers says a bf16 accelerator is p
 state, bf16 matrix products). A CPU with AVX512-BF16 or AMX computes those natively: on 2 cores of an AMD EPYC
 (Zen 4) a LoRA step of SmolLM2-135M takes 0.70x the float32 time, and sampling in bf16 weights (generation ``dtype:
 bfloat16``) 0.60x (benchmarks/bf16_cpu.py). Elsewhere the products are emulated and slower than float32, so it
-stays opt-in; :func:`cpu_has_native_bf16` tells which.
+stays opt-in; :func:`cpu_has_native_bf16` tells which, and ``make demo``/``make study`` ask for it where it is native:
+
+    python -m sweet_trl.precision    # prints "--bf16 true --dtype bfloat16" on such a CPU without a GPU, else nothing
 """
 
 from __future__ import annotations
@@ -52,3 +54,15 @@ def cpu_has_native_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
     except OSError:
         return False
     return any(flag in flags for flag in NATIVE_BF16_CPU_FLAGS)
+
+
+def native_cpu_precision_args(cpuinfo: str | Path = "/proc/cpuinfo") -> list[str]:
+    """The overrides that run a CPU configuration in bf16 (trainers and sampling) where this machine has no GPU and
+    its CPU computes bf16 natively; none elsewhere (a GPU picks its own precision, an emulated bf16 is slower)."""
+    if _has_accelerator() or not cpu_has_native_bf16(cpuinfo):
+        return []
+    return ["--bf16", "true", "--dtype", "bfloat16"]
+
+
+if __name__ == "__main__":
+    print(" ".join(native_cpu_precision_args()))

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from sweet_trl.critic_config import SweetCriticConfig
-from sweet_trl.precision import cpu_has_native_bf16
+from sweet_trl.precision import cpu_has_native_bf16, native_cpu_precision_args
 
 CPUINFO = "processor\t: {n}\nmodel name\t: Some CPU\nflags\t\t: fpu sse2 avx2 {extra}\n\n"
 
@@ -28,3 +28,25 @@ def test_bf16_on_a_cpu_warns_only_where_it_is_emulated(tmp_path, caplog):
     assert SweetCriticConfig(output_dir=str(tmp_path), bf16=True).use_cpu
     emulated = "products are emulated" in caplog.text
     assert emulated is not cpu_has_native_bf16(), "the warning names an emulated bf16 CPU, and only that one"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a GPU")
+@pytest.mark.parametrize("extra", ["avx512f avx512_bf16", "avx512f avx512bw"])
+def test_make_asks_for_bf16_only_on_a_cpu_that_computes_it(tmp_path, extra):
+    """`make demo`/`make study` append these overrides; on a native-bf16 CPU they set the trainers and sampling."""
+    from sweet_trl import pipeline
+    from sweet_trl.pipeline_config import filter_cli_args
+    from sweet_trl.configs import config_path
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(CPUINFO.format(n=0, extra=extra))
+    args = native_cpu_precision_args(cpuinfo)
+    assert bool(args) is ("avx512_bf16" in extra)
+    config = pipeline.load_yaml(config_path("demo_cpu"))
+    known = pipeline._check_keys(config, args, everything=True)  # as `sweet-rl study` routes shared overrides
+
+    def parse(stage):
+        return pipeline._parse(pipeline.STAGES[stage], config, filter_cli_args(args, known[stage]))
+
+    critic_config, generation = parse("train_critic")[2], parse("collect")[1]
+    assert critic_config.bf16 is bool(args) and generation.dtype == ("bfloat16" if args else "auto")
