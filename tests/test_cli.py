@@ -303,7 +303,9 @@ def test_example_configs_parse(name):
         assert parsed["sample_candidates"][1].force_answer_on_last_turn
         assert parsed["evaluate"][2].eval_episodes_per_task >= 4  # the study's intervals need several episodes
         study = parse_study_arguments(config["study"])
-        assert "sweet" in study.methods
+        assert set(study.methods) & {"sweet", "sweet_best"}  # a policy of SWEET-RL's critic against zero-shot
+        if "sweet_best" in study.methods:  # ranked at every answer turn, then again from its own policy
+            assert study.best_of_n_states and study.best_of_n_rounds >= 2
     if name == "study_8b":  # the paper's comparison at its scale: every method, the released evaluation
         from sweet_trl.study.runner import parse_study_arguments
 
