@@ -34,19 +34,12 @@ def test_bf16_on_a_cpu_warns_only_where_it_is_emulated(tmp_path, caplog):
 @pytest.mark.parametrize("extra", ["avx512f avx512_bf16", "avx512f avx512bw"])
 def test_make_asks_for_bf16_only_on_a_cpu_that_computes_it(tmp_path, extra):
     """`make demo`/`make study` append these overrides; on a native-bf16 CPU they set the trainers and sampling."""
-    from sweet_trl import pipeline
-    from sweet_trl.pipeline_config import filter_cli_args
-    from sweet_trl.configs import config_path
+    from sweet_trl.study import Study
 
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(CPUINFO.format(n=0, extra=extra))
     args = native_cpu_precision_args(cpuinfo)
     assert bool(args) is ("avx512_bf16" in extra)
-    config = pipeline.load_yaml(config_path("demo_cpu"))
-    known = pipeline._check_keys(config, args, everything=True)  # as `sweet-rl study` routes shared overrides
-
-    def parse(stage):
-        return pipeline._parse(pipeline.STAGES[stage], config, filter_cli_args(args, known[stage]))
-
-    critic_config, generation = parse("train_critic")[2], parse("collect")[1]
+    study = Study("demo_cpu", args)  # the stages' options as `sweet-rl study` routes the overrides
+    critic_config, generation = study.stage_options("train_critic", [])[2], study.stage_options("collect", [])[1]
     assert critic_config.bf16 is bool(args) and generation.dtype == ("bfloat16" if args else "auto")
