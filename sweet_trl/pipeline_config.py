@@ -554,10 +554,48 @@ def parse_stage_args(
     """
     run_type, *others = dataclass_types
     parser = make_parser([*others, run_type], prog=prog)
+    as_written: dict[str, Any] = {}
     if config:
-        parser.set_defaults_with_config(**stage_defaults(config, section, known_options(parser), sections))
+        values = stage_defaults(config, section, known_options(parser), sections)
+        values, as_written = as_declared_types(parser, values)
+        parser.set_defaults_with_config(**values)
     *parsed, run = parser.parse_args_into_dataclasses(args=list(cli_args))
+    for options in (run, *parsed):
+        written = {k: v for k, v in as_written.items() if k in _init_fields(options) and getattr(options, k) == v}
+        if written:
+            object.__setattr__(options, AS_WRITTEN, written)
     return (run, *parsed)
+
+
+# The attribute of a parsed options object that keeps the configuration's integers given to float options, as
+# written: completion markers made before those were converted hashed them as integers (see the runner).
+AS_WRITTEN = "_config_as_written"
+
+
+def as_declared_types(parser: argparse.ArgumentParser, values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The configuration's values with integers given to float options made floats (``num_train_epochs: 3`` is
+    3.0, as ``--num_train_epochs 3`` is: argparse converts strings only), and the converted ones as written."""
+    float_options = {action.dest for action in parser._actions if action.type is float}
+    converted, as_written = dict(values), {}
+    for key, value in values.items():
+        if key not in float_options:
+            continue
+        if _is_int(value):
+            converted[key] = float(value)
+        elif isinstance(value, list) and any(_is_int(v) for v in value):
+            converted[key] = [float(v) if _is_int(v) else v for v in value]
+        else:
+            continue
+        as_written[key] = value
+    return converted, as_written
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _init_fields(options: Any) -> set[str]:
+    return {f.name for f in dataclasses.fields(options) if f.init}
 
 
 def check_config_keys(config: dict[str, Any], known_by_section: dict[str, set[str]]) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from sweet_trl.pipeline.errors import StageError
 from sweet_trl.pipeline.export import push_stage
-from sweet_trl.pipeline.runner import TRAINING_STAGES, Stage, fingerprint, read_marker, run_stage
+from sweet_trl.pipeline.runner import TRAINING_STAGES, Stage, accepted_fingerprints, read_marker, run_stage
 from sweet_trl.pipeline.stages import (
     EVALUATION_METRICS,
     _evaluate_folder,
@@ -248,7 +248,7 @@ def _warm_started_policy(config: dict[str, Any], cli_args: Sequence[str]) -> lis
     if marker is None:
         raise StageError(f"this run starts from a warm start (the configuration's warm_start: section), which is not "
                          f"complete in {run_dir}: run `sweet-rl warm-start` with the same --config first")
-    if marker.get("fingerprint") != fingerprint(stage, args, {}):
+    if marker.get("fingerprint") not in accepted_fingerprints(stage, args, {}):
         raise StageError(f"the warm start in {run_dir} was made with other settings than this configuration's "
                          f"warm_start: section (or another adapter file): run `sweet-rl warm-start` with the same "
                          f"--config first")

@@ -24,7 +24,7 @@ from typing import Any
 
 from sweet_trl.pipeline.errors import StageError
 from sweet_trl.pipeline.export import MODEL_EXPORTS  # check_push_target: a model may name its own repository
-from sweet_trl.pipeline_config import ConfigError, RunArguments, asdict_public
+from sweet_trl.pipeline_config import AS_WRITTEN, ConfigError, RunArguments, asdict_public
 
 MARKER = "_COMPLETE.json"
 RUNNING = "_RUNNING.json"
@@ -210,6 +210,25 @@ def fingerprint(stage: Stage, args: Sequence[Any], inputs: dict[str, dict[str, A
     return hashlib.sha256(json.dumps(view, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def accepted_fingerprints(stage: Stage, args: Sequence[Any], inputs: dict[str, dict[str, Any]]) -> list[str]:
+    """The fingerprint of these options, then the one a marker made before integers given to float options were
+    converted has for them (``num_train_epochs: 3`` hashed apart from 3.0): such a finished stage is not redone."""
+    digests = [fingerprint(stage, args, inputs)]
+    if any(getattr(options, AS_WRITTEN, None) for options in args):
+        digests.append(fingerprint(stage, [_as_written(options) for options in args], inputs))
+    return digests
+
+
+def _as_written(options: Any) -> Any:
+    written = getattr(options, AS_WRITTEN, None)
+    if not written:
+        return options
+    legacy = copy.copy(options)
+    for name, value in written.items():
+        object.__setattr__(legacy, name, value)
+    return legacy
+
+
 def clear_folder(path: Path) -> None:
     if path.is_symlink():
         # A linked stage folder belongs to another run (a variant reusing a study's stages): clearing it here
@@ -286,9 +305,9 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         if main:
             print(f"[{label}] {message}", file=out, flush=True)
 
-    digest = fingerprint(stage, args, inputs)
+    digest, *earlier_forms = accepted_fingerprints(stage, args, inputs)
     marker = read_marker(stage_dir)
-    if marker is not None and marker.get("fingerprint") == digest and not run.force:
+    if marker is not None and marker.get("fingerprint") in (digest, *earlier_forms) and not run.force:
         print_(f"skipped: complete since {marker['finished_at']} ({marker['seconds']:.1f}s), "
                f"{_summary(marker)}")
         if main:
@@ -300,7 +319,7 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
             clear_folder(stage_dir)
         else:
             running = _read_json(stage_dir / RUNNING)
-            if running is not None and running.get("fingerprint") == digest:
+            if running is not None and running.get("fingerprint") in (digest, *earlier_forms):
                 print_("resuming an interrupted run")
             elif stage_dir.exists() and any(stage_dir.iterdir()):
                 print_("clearing an interrupted run with another configuration")
