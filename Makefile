@@ -40,7 +40,8 @@ demo: setup
 
 # The small-scale study (SWEET-RL, its ablation, RFT, multi-turn DPO, best-of-N fine-tuning in three rounds,
 # zero-shot; intervals), every policy from the shipped warm start: about 7 hours of stages in float32 on the 2-core VM,
-# about 0.5-0.7x that in native bf16. Zero-shot and best-of-N alone, three rounds in bf16, about 113 minutes:
+# 248 minutes measured in native bf16 (plus ~22 for the answer-turn comparison). Zero-shot and best-of-N alone, three
+# rounds in bf16, about 113 minutes:
 # make study STUDY_ARGS="--study.methods sweet_best"   (benchmarks/RESULTS.md, "a third bf16 round")
 STUDY_ARGS ?=
 study: setup

@@ -342,6 +342,8 @@ def test_study_trains_every_method_and_evaluates_them_on_the_same_tasks(tiny_stu
     assert adapter["base_model_name_or_path"] == str(merged)
     assert folders["evaluate/sweet_best_round2"] == "best_of_n_round2/evaluate/sweet_best"
     assert {"sweet_best_round2 - zero_shot", "sweet_best_round2 - sweet_best (round 1)"} <= set(comparisons)
+    assert {f"sweet_best_round2 - {other}" for other in ("sweet", "rft", "mtdpo", "sweet_no_privileged")} <= set(
+        comparisons)  # the last round against every other method
     assert any(label.startswith("sweet - best baseline") for label in comparisons)
     diff = comparisons["sweet - zero_shot"]["success"]
     expected = results["policies"]["sweet"]["success_rate"] - results["policies"]["zero_shot"]["success_rate"]
@@ -616,7 +618,8 @@ def test_study_compares_every_policys_answers_on_the_same_held_out_turns(tiny_st
     assert (run / "answer_turns" / "sweet_round2" / "settings.json").exists()
     comparisons = answer_turns["comparisons"]
     assert {"sweet - zero_shot", "rft - zero_shot", "sweet - rft", "sweet - sweet_no_privileged",
-            "sweet_round2 - zero_shot"} <= set(comparisons)
+            "sweet_round2 - zero_shot", "sweet_best_round2 - rft", "sweet_best_round2 - mtdpo",
+            "sweet_best_round2 - sweet_no_privileged"} <= set(comparisons)
     difference = comparisons["sweet - zero_shot"][0]["pass_at_k"]
     ours, theirs = answer_turns["policies"]["sweet"]["by_k"][0], answer_turns["policies"]["zero_shot"]["by_k"][0]
     assert difference["mean"] == pytest.approx(ours["pass_at_k"]["mean"] - theirs["pass_at_k"]["mean"])

@@ -109,11 +109,16 @@ def paired_with(entry: Mapping[str, Any], baseline: Mapping[str, Any], samples: 
 
 # -- in the study ------------------------------------------------------------------------------------------------
 
-# the paired differences the study reports: each trained policy against zero-shot, SWEET-RL against the others
+# the paired differences the study reports: each trained policy against zero-shot, SWEET-RL and the last round of
+# best-of-N fine-tuning against the other methods
 def _comparisons(policies: Sequence[str]) -> list[tuple[str, str]]:
     pairs = [(name, "zero_shot") for name in policies if name != "zero_shot"] if "zero_shot" in policies else []
     if "sweet" in policies:
         pairs += [("sweet", other) for other in policies if other not in ("sweet", "zero_shot")]
+    best_rounds = sorted((n for n in policies if n.startswith("sweet_best_round")),
+                         key=lambda n: int(n.removeprefix("sweet_best_round")))
+    if best_rounds:
+        pairs += [(best_rounds[-1], other) for other in ("rft", "mtdpo", "sweet_no_privileged") if other in policies]
     return pairs
 
 

@@ -100,6 +100,10 @@ def study_results(study: Any, critic_selection: dict[str, Any] | None, wall_seco
     compare("sweet_best", "zero_shot")
     for other in ("sweet", "rft", "mtdpo", "sweet_no_privileged"):
         compare("sweet_best", other)
+    best_rounds = sorted((n for n in rows if n.startswith("sweet_best_round")),
+                         key=lambda n: int(n.removeprefix("sweet_best_round")))
+    for other in ("sweet", "rft", "mtdpo", "sweet_no_privileged") if best_rounds else ():
+        compare(best_rounds[-1], other)  # the last round, against every other method, as round 1 above
     for name in rows:
         if name.startswith("sweet_round"):
             compare(name, "sweet", f"{name} - sweet (round 1)")
