@@ -1,5 +1,6 @@
-# Two entry points: `make demo` (set up, then SWEET-RL against zero-shot on the embedded default, with intervals)
-# and `make test` (set up, then the test suite). Both work on a fresh Debian/Ubuntu machine.
+# Two entry points: `make demo` (set up, then SWEET-RL's critic with best-of-N fine-tuning against zero-shot on the
+# embedded default, with intervals) and `make test` (set up, then the test suite). Both work on a fresh Debian 12+
+# machine (Chromium comes from its `chromium` and `chromium-headless-shell` packages; Ubuntu ships Chromium as a snap).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -41,8 +42,9 @@ demo: setup
 # The small-scale study (SWEET-RL, its ablation, RFT, multi-turn DPO, best-of-N fine-tuning in three rounds,
 # zero-shot; intervals), every policy from the shipped warm start: about 7 hours of stages in float32 on the 2-core VM,
 # 248 minutes measured in native bf16 (plus ~22 for the answer-turn comparison). Zero-shot and best-of-N alone, three
-# rounds in bf16, about 113 minutes:
-# make study STUDY_ARGS="--study.methods sweet_best"   (benchmarks/RESULTS.md, "a third bf16 round")
+# rounds in bf16, about 113 minutes (the critics' judgement and the answer-turn comparison off):
+# make study STUDY_ARGS="--study.methods sweet_best --study.critic_eval_states 0 --study.answer_turn_states 0"
+# (benchmarks/RESULTS.md, "a third bf16 round")
 STUDY_ARGS ?=
 study: setup
 	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config study_cpu $(NATIVE_BF16) $(STUDY_ARGS)
