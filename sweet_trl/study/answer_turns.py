@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sweet_trl.study.config import last_best_of_n_round
 from sweet_trl.study.critic_eval import SOLVED
 from sweet_trl.study.stats import bootstrap_by_task, paired_by_task
 
@@ -115,10 +116,9 @@ def _comparisons(policies: Sequence[str]) -> list[tuple[str, str]]:
     pairs = [(name, "zero_shot") for name in policies if name != "zero_shot"] if "zero_shot" in policies else []
     if "sweet" in policies:
         pairs += [("sweet", other) for other in policies if other not in ("sweet", "zero_shot")]
-    best_rounds = sorted((n for n in policies if n.startswith("sweet_best_round")),
-                         key=lambda n: int(n.removeprefix("sweet_best_round")))
-    if best_rounds:
-        pairs += [(best_rounds[-1], other) for other in ("rft", "mtdpo", "sweet_no_privileged") if other in policies]
+    last_round = last_best_of_n_round(policies)
+    if last_round:
+        pairs += [(last_round, other) for other in ("rft", "mtdpo", "sweet_no_privileged") if other in policies]
     return pairs
 
 

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 METHODS = ("sweet", "sweet_best", "sweet_no_privileged", "rft", "mtdpo")
+
+
+def last_best_of_n_round(policies: Iterable[str]) -> str | None:
+    """The evaluated policy of sweet_best's last round after the first (``sweet_best_round<r>``), if any."""
+    rounds = [name for name in policies if name.startswith("sweet_best_round")]
+    return max(rounds, key=lambda name: int(name.removeprefix("sweet_best_round")), default=None)
 
 
 @dataclass

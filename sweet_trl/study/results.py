@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from colbench_gym.tasks.procedural import task_part
+from sweet_trl.study.config import last_best_of_n_round
 from sweet_trl.study.stats import Interval, bootstrap_mean, paired_difference, per_task_means
 
 METRICS = {"success": ("success_rate", 1.0), "tests_passed": ("mean_reward", 100.0)}
@@ -100,10 +101,9 @@ def study_results(study: Any, critic_selection: dict[str, Any] | None, wall_seco
     compare("sweet_best", "zero_shot")
     for other in ("sweet", "rft", "mtdpo", "sweet_no_privileged"):
         compare("sweet_best", other)
-    best_rounds = sorted((n for n in rows if n.startswith("sweet_best_round")),
-                         key=lambda n: int(n.removeprefix("sweet_best_round")))
-    for other in ("sweet", "rft", "mtdpo", "sweet_no_privileged") if best_rounds else ():
-        compare(best_rounds[-1], other)  # the last round, against every other method, as round 1 above
+    last_round = last_best_of_n_round(rows)
+    for other in ("sweet", "rft", "mtdpo", "sweet_no_privileged") if last_round else ():
+        compare(last_round, other)  # the last round, against every other method, as round 1 above
     for name in rows:
         if name.startswith("sweet_round"):
             compare(name, "sweet", f"{name} - sweet (round 1)")
