@@ -12,9 +12,9 @@ import pytest
 pytest.importorskip("openenv")
 pytest.importorskip("uvicorn")
 
-from helpers_openenv_server import SERVER_ARGS, http, shared_server
+from helpers_openenv_server import BUDGET_S, MAX_TURNS, SERVER_ARGS, http, shared_server
 
-from colbench_gym.envs.dialogue import ANSWER_MARKER
+from colbench_gym.envs.dialogue import ANSWER_MARKER, MAX_ACTION_CHARS, cut_note
 from colbench_gym.tasks import resolve_tasks
 
 SESSIONS = 8
@@ -97,6 +97,54 @@ def test_eight_concurrent_sessions_play_whole_episodes_without_privileged_fields
                 assert json.dumps(secret)[1:-1] not in seen
 
 
+def _gym_env():
+    """The gym environment the shared server plays, made here as a gym caller would (no training-time info)."""
+    import gymnasium as gym
+
+    return gym.make("ColBench-Backend-v0", tasks="train", max_turns=MAX_TURNS, answer_budget_s=BUDGET_S,
+                    privileged=False)
+
+
+def test_client_observations_carry_the_gym_observation_the_cut_notes_and_the_info_keys(server, tasks):
+    """Over OpenEnv, an episode with a cut question and a cut final answer shows what gym shows: the same text
+    (instructions first; the final answer's cut note, which no human reply carries, at the end), the same messages,
+    and info with the same keys as gym's, less the per-test details."""
+    task = tasks[6]
+    limit = MAX_ACTION_CHARS
+    question = "What should happen with unusual inputs?\n" + "x" * (limit + 5_000)
+    # the reference with a comment line long enough to be cut: what is kept still grades as the reference
+    answer = f"{ANSWER_MARKER}\n{task.ground_truth}\n" + "#" * (limit + 8_000)
+
+    gym_env = _gym_env()
+    try:
+        gym_steps = [gym_env.reset(options={"task_id": task.task_id})]
+        for message in (question, answer):
+            text, _, _, _, info = gym_env.step(message)
+            gym_steps.append((text, info))
+        instructions = gym_env.unwrapped.instructions
+    finally:
+        gym_env.close()
+    with _client(server) as env:
+        results = [env.reset(task_id=task.task_id)] + [env.step({"message": m}) for m in (question, answer)]
+
+    answer_info = gym_steps[-1][1]
+    first, second, last = (result.observation for result in results)
+    assert first["text"].startswith(f"Instructions: {instructions}\n\nHuman: {task.problem_description}")
+    assert second["reply"].startswith(cut_note(len(question), limit))
+    assert results[-1].done and results[-1].reward == 1.0
+    assert last["text"].endswith("\n\n" + cut_note(len(answer), limit))
+    assert last["info"]["action_truncated_from"] == len(answer) and last["info"]["action_truncated_to"] == limit
+
+    timed = {"scoring_seconds", "grader"}  # how long grading took differs between the two runs
+    for observation, (gym_text, gym_info) in zip((first, second, last), gym_steps):
+        assert observation["text"] == gym_text
+        assert observation["messages"] == gym_info["messages"]
+        assert set(observation["info"]) == set(gym_info) - {"messages", "tests"}
+        assert {k: v for k, v in observation["info"].items() if k not in timed} == \
+            json.loads(json.dumps({k: v for k, v in gym_info.items() if k not in timed | {"messages", "tests"}}))
+    assert last["info"]["grader"]["status_counts"] == answer_info["grader"]["status_counts"]
+
+
 def test_malformed_actions_are_refused_and_the_session_goes_on(server, tasks):
     with _client(server) as env:
         env.reset(task_id=tasks[5].task_id)
@@ -144,11 +192,17 @@ def test_privileged_information_only_when_the_server_allows_it(tasks):
     assert closed.env.unwrapped.include_privileged is False  # the env itself leaves it out of info
 
     opened = cls(ServerConfig(make_kwargs={"tasks": "train", "max_turns": 2}, allow_privileged=True))
-    assert opened.reset(task_index=0).privileged is None  # still only on request
+    # still only on request: this env's info has the training-time keys, the public info never does
+    assert opened.env.unwrapped.include_privileged is True
+    unasked = opened.reset(task_index=0)
+    assert unasked.privileged is None and "privileged" not in unasked.info
+    unasked = opened.step(opened_action(f"{ANSWER_MARKER}\n{tasks[0].ground_truth}"))
+    assert unasked.done and unasked.tests is None and not {"privileged", "tests"} & set(unasked.info)
     observation = opened.reset(task_index=0, privileged=True)
     assert observation.privileged["ground_truth"] == tasks[0].ground_truth
     observation = opened.step(opened_action(f"{ANSWER_MARKER}\n{tasks[0].ground_truth}"))
     assert observation.done and observation.reward == 1.0 and observation.tests
+    assert not {"privileged", "tests"} & set(observation.info)  # in their own fields, not twice
 
 
 def opened_action(message):

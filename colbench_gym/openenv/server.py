@@ -25,9 +25,12 @@ wrong type, an unknown ``task_id``, a ``task_index`` out of range, another split
 server started without ``--allow-privileged``, 409 for a step with no episode to step.
 
 The action is ``{"message": str}``, the agent's next message (ColBench's protocol: ``I WANT TO ANSWER:`` ends the
-episode). The observation has the dialogue (``text``, ``messages``), the human's latest ``reply``, ``turn``,
-``max_turns``, and on the last step ``outcome``, ``score``, ``success`` and the public part of the env's ``info``
-(grader status counts, render status, similarity). Training-time information (the reference solution, the hidden
+episode). An observation carries what the gym environment's step gives (:func:`public_view`): ``text`` is the gym
+observation itself (the instructions, the dialogue, and after a final answer that was cut, the note saying so),
+``messages`` is ``info["messages"]`` (the instructions as the system message first), ``info`` is the env's ``info``
+less its training-time part (every other key, e.g. ``action_truncated_from``/``action_truncated_to``, grader status
+counts, render status, similarity); besides, the human's latest ``reply``, ``turn``, ``max_turns``, and on the last
+step ``outcome``, ``score`` and ``success``. Training-time information (the reference solution, the hidden
 information, the unit tests, the target page, per-test details) stays on the server, unless the server is started
 with ``--allow-privileged`` and the episode is reset with ``privileged=True`` (for training-time critics such as
 SWEET-RL's); then the observations carry it in ``privileged`` and ``tests``.
@@ -45,12 +48,13 @@ from colbench_gym._optional import require
 
 EXTRA = "openenv"
 
-# info keys an agent may see; anything else (per-test details, privileged data, raw renders) stays on the server
-PUBLIC_INFO = ("task_id", "turn", "simulator_error", "outcome", "score", "success", "answer", "grader",
-               "action_truncated_from", "action_decoded", "observation_truncated", "render", "render_status",
-               "similarity", "similarity_metric", "similarity_config", "infra_error", "final_render",
-               "scoring_seconds")
+# The env's info keys that hold training-time information (the reference, hidden information and unit tests; the
+# per-test details, which show expected outputs): kept out of the public info, sent only to privileged sessions.
+# Every other key is public, so a key the env adds reaches clients as it reaches gym callers; one that holds
+# training-time information must be named here.
 PRIVILEGED_INFO = ("privileged", "tests")
+# The env's info keys the observation carries as fields of their own instead of in its ``info``.
+INFO_AS_FIELDS = ("messages",)
 
 
 class RequestError(Exception):
@@ -137,6 +141,22 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def public_view(observation: str, info: Mapping[str, Any], max_turns: int) -> dict[str, Any]:
+    """What an agent is shown of one gym ``reset`` or ``step``, as observation fields: the gym observation as
+    ``text``, ``info["messages"]`` as ``messages``, and the rest of ``info`` less its training-time part.
+
+    Built from what the env returned rather than from its messages, so that everything the gym observation and
+    info carry (the instructions, a cut final answer's note, which no human reply follows to carry, every new
+    info key) reaches OpenEnv clients as it reaches gym callers.
+    """
+    return dict(
+        text=observation,
+        messages=[{"role": m["role"], "content": m["content"]} for m in info["messages"]],
+        task_id=info["task_id"], turn=int(info["turn"]), max_turns=max_turns,
+        info={k: _jsonable(v) for k, v in info.items() if k not in PRIVILEGED_INFO and k not in INFO_AS_FIELDS},
+    )
+
+
 def build_models():
     """The pydantic Action / Observation / State classes (built on first use: OpenEnv is an optional extra)."""
     global ColBenchAction, ColBenchObservation, ColBenchState
@@ -155,7 +175,9 @@ def build_models():
     class ColBenchObservation(types.Observation):
         """The dialogue after the last action, and on the last step its score."""
 
-        text: str = Field("", description="The dialogue so far as text ('Human: ...' / 'Agent: ...' blocks)")
+        text: str = Field("", description="The gym observation: the instructions ('Instructions: ...'), then the "
+                                          "dialogue so far ('Human: ...' / 'Agent: ...' blocks), and after a final "
+                                          "answer that was cut, the note saying so")
         reply: str = Field("", description="The human's latest message (the request after a reset)")
         messages: list[dict[str, str]] = Field(default_factory=list,
                                                description="The dialogue as chat messages, system instructions first")
@@ -165,7 +187,9 @@ def build_models():
         outcome: str | None = Field(None, description="'answered' or 'no_answer' once the episode is over")
         score: float | None = None
         success: bool | None = None
-        info: dict[str, Any] = Field(default_factory=dict, description="The public part of the env's info")
+        info: dict[str, Any] = Field(default_factory=dict,
+                                     description="The env's info less its training-time part (and less messages, "
+                                                 "which is the field above)")
         privileged: dict[str, Any] | None = Field(
             None, description="Training-time information; only with --allow-privileged and reset(privileged=True)")
         tests: list[dict[str, Any]] | None = Field(None, description="Per-test results; privileged like the above")
@@ -235,7 +259,7 @@ def environment_class():
             elif chosen:
                 options["task_index"] = next(iter(chosen.values()))  # the env checks its range
             try:
-                _, info = self.env.reset(seed=seed, options=options)
+                observation, info = self.env.reset(seed=seed, options=options)
             except (TypeError, ValueError, LookupError) as err:
                 # The env checks the options before it changes anything (an unknown task_id, an index out of
                 # range): the client's mistake, in the env's words, plus where an HTTP client finds the tasks.
@@ -246,19 +270,20 @@ def environment_class():
                 raise InvalidRequestError(message) from err
             self._episode_id, self._steps = episode_id, 0
             self._privileged, self._done, self._started = bool(privileged), False, True
-            return self._observation(info, reward=None, done=False, reply=info["messages"][-1]["content"])
+            return self._observation(observation, info, reward=None, done=False,
+                                     reply=info["messages"][-1]["content"])
 
         def step(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
             if not self._started:
                 raise NoEpisodeError(HTTP_STEP_IS_STATELESS)
             if self._done:
                 raise NoEpisodeError(EPISODE_OVER)
-            _, reward, terminated, truncated, info = self.env.step(action.message)
+            observation, reward, terminated, truncated, info = self.env.step(action.message)
             self._steps += 1
             done = bool(terminated or truncated)
             self._done = done
             reply = "" if done else info["messages"][-1]["content"]
-            return self._observation(info, reward=float(reward), done=done, reply=reply)
+            return self._observation(observation, info, reward=float(reward), done=done, reply=reply)
 
         @property
         def state(self) -> State:
@@ -310,14 +335,10 @@ def environment_class():
         def _spec(index: int, task: Any) -> dict[str, Any]:
             return {"id": task.task_id, "index": index, "problem_description": task.problem_description}
 
-        def _observation(self, info: Mapping[str, Any], reward: float | None, done: bool, reply: str) -> Observation:
-            unwrapped = self.env.unwrapped
-            public = {k: _jsonable(info[k]) for k in PUBLIC_INFO if k in info}
-            fields: dict[str, Any] = dict(
-                done=done, reward=reward, text=render_text(info["messages"]), reply=reply,
-                messages=[{"role": m["role"], "content": m["content"]} for m in info["messages"]],
-                task_id=info["task_id"], turn=int(info["turn"]), max_turns=unwrapped.max_turns, info=public,
-            )
+        def _observation(self, observation: str, info: Mapping[str, Any], reward: float | None, done: bool,
+                         reply: str) -> Observation:
+            fields: dict[str, Any] = dict(done=done, reward=reward, reply=reply,
+                                          **public_view(observation, info, self.env.unwrapped.max_turns))
             if done:
                 fields.update(outcome=info.get("outcome"), score=float(info.get("score", reward or 0.0)),
                               success=bool(info.get("success", False)))
@@ -343,12 +364,6 @@ def _refusal(request: Any, error: RequestError) -> Any:
     from fastapi.responses import JSONResponse
 
     return JSONResponse(status_code=error.status_code, content={"detail": str(error)})
-
-
-def render_text(messages: list[Mapping[str, str]]) -> str:
-    from colbench_gym.envs.dialogue import render_dialogue
-
-    return render_dialogue(messages)
 
 
 def create_colbench_app(env_id: str = "ColBench-Backend-v0", *, max_sessions: int = 64, split: str = "train",
