@@ -152,10 +152,11 @@ class _Slot:
     simulator_errors: list[dict[str, Any]] = field(default_factory=list)
     policy_retries: list[dict[str, Any]] = field(default_factory=list)
     started: float = 0.0
+    replayed_turns: int = 0  # agent messages the environment played itself before the policy's first turn
 
     def start(self, spec: EpisodeSpec, task: Any) -> None:
         self.spec, self.task, self.info, self.generations = spec, task, {}, []
-        self.simulator_errors, self.policy_retries = [], []
+        self.simulator_errors, self.policy_retries, self.replayed_turns = [], [], 0
         self.started = time.perf_counter()
 
     def messages(self) -> list[dict[str, Any]]:
@@ -183,11 +184,13 @@ def build_record(spec: EpisodeSpec, env_id: str, task: Any, messages: Sequence[M
                  final_info: Mapping[str, Any], reward: float | None, generations: Sequence[Generation],
                  simulator_errors: list[dict[str, Any]], policy_retries: list[dict[str, Any]], policy: str,
                  seconds: float, outcome: str | None = None,
-                 errors: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                 errors: Sequence[Mapping[str, Any]] = (), replayed_turns: int = 0) -> dict[str, Any]:
     """The trajectory record of a finished (or aborted) episode; see :mod:`sweet_trl.trajectories`.
 
-    The k-th agent message of ``messages`` is annotated with the k-th generation's prompt, raw
-    output, token ids and log-probabilities.
+    The k-th agent message the policy wrote is annotated with the k-th generation's prompt, raw
+    output, token ids and log-probabilities. An environment that starts its episodes from a recorded
+    turn state (``info["replayed_turns"]`` at reset, see :class:`sweet_trl.study.credit.ReplayTurnState`)
+    played its first ``replayed_turns`` agent messages itself: those carry no generation.
     """
     dialogue: list[dict[str, Any]] = []
     agent_turn = 0
@@ -196,8 +199,8 @@ def build_record(spec: EpisodeSpec, env_id: str, task: Any, messages: Sequence[M
             continue
         entry: dict[str, Any] = {"role": message["role"], "content": message["content"]}
         if message["role"] == "assistant":
-            if agent_turn < len(generations):
-                g = generations[agent_turn]
+            if 0 <= agent_turn - replayed_turns < len(generations):
+                g = generations[agent_turn - replayed_turns]
                 extra = {"input": g.prompt_text, "output": g.text, "prompt_token_ids": g.prompt_token_ids,
                          "output_token_ids": list(g.token_ids), "logprobs": g.logprobs,
                          "prompt_messages_dropped": g.prompt_messages_dropped or None}
@@ -217,6 +220,8 @@ def build_record(spec: EpisodeSpec, env_id: str, task: Any, messages: Sequence[M
         "outcome": outcome or final_info.get("outcome") or "no_answer",
         "turns": agent_turn,
     }
+    if replayed_turns:
+        record["replayed_turns"] = replayed_turns
     for key, value in final_info.items():
         if key not in _INFO_SKIP and key not in record:
             record[key] = json_safe(value)
@@ -434,6 +439,7 @@ class _Runner:
             return
         if action is None:
             slot.info = result
+            slot.replayed_turns = int(result.get("replayed_turns") or 0)
             self.ready.append(slot)
             return
         _, reward, terminated, truncated, info = result
@@ -460,7 +466,7 @@ class _Runner:
                outcome: str | None = None, errors: Sequence[Mapping[str, Any]] = ()) -> None:
         record = build_record(slot.spec, self.env_id, slot.task, messages, info, reward, slot.generations,
                               slot.simulator_errors, slot.policy_retries, self.policy,
-                              time.perf_counter() - slot.started, outcome, errors)
+                              time.perf_counter() - slot.started, outcome, errors, slot.replayed_turns)
         if self.writer is not None:
             self.writer.write(record)
         self.records.append(record)

@@ -1,0 +1,355 @@
+"""``sweet-rl credit``: every critic scored against Monte Carlo returns, at question turns and at answer turns.
+
+    sweet-rl credit --config study_cpu --run_dir runs/study_cpu $(python -m sweet_trl.precision) \\
+        --credit.results_path benchmarks/results/critic_credit.json
+
+It reads a study run (nothing is trained again): the warm-started policy, the zero-shot evaluation's episodes on the
+held-out tasks (the states), the collection (the value function's training data), ``train_critic/`` and, when the
+run has it, ``no_privileged/train_critic/``. It makes the ground truth (:mod:`~sweet_trl.study.credit.mc_values`),
+fits the value-function baseline, scores every ranker (:mod:`~sweet_trl.study.credit.scoring`) and writes
+``<run_dir>/credit/critic_credit.json``. Every part is cached under ``<run_dir>/credit/``: a stopped run goes on
+where it stopped, and a finished one only recomputes the statistics. ``--credit.scaling 0.25x=runs/other_run``
+adds the critic of another run (trained on another amount of data) to the ``scaling`` table.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from sweet_trl.study.credit import metrics, scoring
+from sweet_trl.study.credit.mc_values import KINDS, MonteCarloSettings, monte_carlo_values
+
+PAIRED = (("trained_with_c", "untrained_with_c"), ("trained_with_c", "trained_without_c"),
+          ("trained_with_c", "value_function"), ("trained_with_c", "random"), ("untrained_with_c", "random"))
+
+
+@dataclass
+class CreditArguments:
+    r"""
+    The `credit` command: the critics' per-turn credit against Monte Carlo returns on held-out turn states.
+
+    Parameters:
+        states_per_kind (`int`, *optional*, defaults to `48`):
+            Held-out question turns and answer turns (each at most this many, one of each kind per episode) from
+            the zero-shot evaluation's episodes.
+        num_candidates (`int`, *optional*, defaults to `8`):
+            Candidate messages the policy samples per state (N).
+        continuations (`int`, *optional*, defaults to `4`):
+            Episodes the policy plays from every candidate that does not end the episode (M); a candidate that
+            answers is graded, its value exact.
+        value_function (`bool`, *optional*, defaults to `True`):
+            Fit and score the value-function baseline (a scalar head on returns, without c).
+        value_function_learning_rate (`float`, *optional*, defaults to `2e-4`):
+            Its learning rate (LoRA).
+        value_function_epochs (`float`, *optional*, defaults to `2.0`):
+            Its epochs over every agent turn of the collection.
+        scaling (`list[str]`, *optional*, defaults to `[]`):
+            `label=run_dir` of other runs whose `train_critic/` is complete (the same states and candidates are
+            scored by each): the `scaling` table, with this run's own critic as `1x`.
+        results_path (`str` or `None`, *optional*, defaults to `None`):
+            Also write the JSON here (for example `benchmarks/results/critic_credit.json`).
+        bootstrap_samples (`int`, *optional*, defaults to `10000`):
+            Resamples of the tasks for every interval.
+        seed (`int`, *optional*, defaults to `0`):
+            The states' selection, the candidates, the continuations and the bootstrap.
+    """
+
+    states_per_kind: int = 48
+    num_candidates: int = 8
+    continuations: int = 4
+    value_function: bool = True
+    value_function_learning_rate: float = 2e-4
+    value_function_epochs: float = 2.0
+    scaling: list[str] = field(default_factory=list)
+    results_path: str | None = None
+    bootstrap_samples: int = 10_000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("states_per_kind", "num_candidates", "continuations"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_candidates < 2:
+            raise ValueError("num_candidates must be >= 2: one candidate has no order to agree with")
+        for entry in self.scaling:
+            if "=" not in entry or not entry.split("=", 1)[0] or not entry.split("=", 1)[1]:
+                raise ValueError(f"scaling entries are label=run_dir, got {entry!r}")
+
+
+def run_credit(config_path: Any, cli_args: Sequence[str] = (), stream: Any = None) -> dict[str, Any]:
+    """The command: parse, measure, write the JSON; returns it."""
+    import sys
+
+    from sweet_trl.pipeline_config import ConfigError, make_parser, split_overrides
+    from sweet_trl.study.runner import Study
+
+    shared, per_section = split_overrides(cli_args)
+    credit_cli = per_section.pop("credit", [])
+    rest = [*shared, *(f"--{s}.{t[2:]}" if t.startswith("--") else t for s, ts in per_section.items() for t in ts)]
+    try:
+        (args,) = make_parser([CreditArguments], prog="sweet-rl credit").parse_args_into_dataclasses(
+            args=credit_cli)
+    except ValueError as err:
+        raise ConfigError(f"credit: {err}") from err
+    study = Study(config_path, rest, stream=stream or sys.stdout)
+    return Credit(study, args).run()
+
+
+class Credit:
+    def __init__(self, study: Any, args: CreditArguments):
+        self.study, self.args, self.out = study, args, study.out
+        self.run_dir = study.run_dir
+        self.folder = self.run_dir / "credit"
+        self.seconds: dict[str, float] = {}
+
+    def log(self, message: str) -> None:
+        print(f"[credit] {message}", file=self.out, flush=True)
+
+    def marker(self, stage_dir: Path) -> dict[str, Any]:
+        from sweet_trl.pipeline import StageError
+
+        path = stage_dir / "_COMPLETE.json"
+        if not path.exists():
+            raise StageError(f"{stage_dir} is not complete: run the study (or that stage) first")
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    @contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - started, 1)
+
+    # -- the parts -----------------------------------------------------------------------------------------------
+
+    def policy(self) -> str:
+        """The policy the study's stages start from: the warm start's when the run has one."""
+        from sweet_trl.study.runner import WARM_START
+
+        run = self.study.stage_options("collect", [])[0]
+        if WARM_START in self.study.config:
+            marker = self.marker(self.run_dir / WARM_START)
+            return str(self.run_dir / marker["dir"] / marker["outputs"]["policy"])
+        return run.policy_model
+
+    def ground_truth(self, policy: str) -> list[dict[str, Any]]:
+        import gymnasium as gym
+
+        import colbench_gym  # noqa: F401  (registers the ids)
+        from colbench_gym.tasks import resolve_tasks
+        from sweet_trl.pipeline import make_simulator, models, release
+        from sweet_trl.trajectories import read_trajectories
+
+        run, gen, _ = self.study.stage_options("sample_candidates", ["--policy_model", policy])
+        zero_shot = self.marker(self.run_dir / "evaluate" / "zero_shot")
+        trajectories = read_trajectories(self.run_dir / zero_shot["dir"] / zero_shot["outputs"]["trajectories"])
+        settings = MonteCarloSettings(states_per_kind=self.args.states_per_kind,
+                                      num_candidates=self.args.num_candidates, continuations=self.args.continuations,
+                                      temperature=gen.temperature, seed=self.args.seed, policy=policy,
+                                      source=zero_shot["run_id"])
+        tasks = resolve_tasks(run.eval_tasks, run.kind)
+
+        def make_env() -> Any:
+            simulator = make_simulator(run)
+            return gym.make(run.env_id, tasks=tasks, max_turns=run.max_turns,
+                            **({"simulator": simulator} if simulator is not None else {}))
+
+        def backend() -> Any:
+            return models.make_backend(gen, policy, name=policy, run=run)
+
+        rows = monte_carlo_values(self.folder / "ground_truth", trajectories, backend, make_env, settings,
+                                  env_id=run.env_id, max_turns=run.max_turns,
+                                  sampling=models.sampling_params(gen), num_envs=gen.generation_batch_size,
+                                  max_new_tokens=gen.max_new_tokens)
+        release()
+        return rows
+
+    def scores(self, rows: list[dict[str, Any]], policy: str) -> dict[str, list[list[float]]]:
+        """Every ranker's scores (each cached); a ranker whose model the run lacks is left out, and said."""
+        from sweet_trl.pipeline import release
+        from sweet_trl.turn_pairs import RANKINGS
+
+        _, rank_args = self.study.stage_options("rank", [])
+        batch = rank_args.scoring_batch_size
+        from sweet_trl.study.critic_eval import settings_of
+
+        # scores belong to one ground truth: its settings (policy, states' source, N, M, seed) key every score file
+        values_key = {"ground_truth": settings_of(self.folder / "ground_truth" / "values.jsonl")}
+        folder = self.folder / "scores"
+        out: dict[str, list[list[float]]] = {}
+
+        def critic_block(stage_dir: Path, rankings: Mapping[str, str], untrained: bool = False) -> None:
+            identity = {"critic": self.marker(stage_dir)["run_id"], **values_key}
+            loaded: dict[str, Any] = {}
+
+            def critic() -> Any:
+                if "critic" not in loaded:
+                    loaded["critic"] = scoring.load_critic(stage_dir, batch)
+                return loaded["critic"]
+
+            for name, ranking in rankings.items():
+                with self.timed(f"score {name}"):
+                    out[name] = scoring.cached_scores(folder, name, {**identity, "ranking": ranking}, rows,
+                                                      partial(lambda r: scoring.critic_ranker(critic(), r), ranking))
+            if untrained:
+                ranking = rank_args.ranking
+                with self.timed("score untrained_with_c"):
+                    out["untrained_with_c"] = scoring.cached_scores(
+                        folder, "untrained_with_c", {"base_of": identity["critic"], "ranking": ranking, **values_key},
+                        rows, lambda: scoring.critic_ranker(scoring.untrained_critic(critic(), batch), ranking))
+            loaded.clear()
+            release()
+
+        rankings = {"trained_with_c": rank_args.ranking,
+                    **{f"trained_with_c:{r}": r for r in RANKINGS if r != rank_args.ranking}}
+        critic_block(self.run_dir / "train_critic", rankings, untrained=True)
+        without_c = self.run_dir / "no_privileged" / "train_critic"
+        if (without_c / "_COMPLETE.json").exists():
+            critic_block(without_c, {"trained_without_c": rank_args.ranking})
+        else:
+            self.log(f"no critic without c ({without_c} is not complete): its rows are left out")
+        for entry in self.args.scaling:
+            label, other = entry.split("=", 1)
+            critic_block(Path(other) / "train_critic", {f"scaling:{label}": rank_args.ranking})
+        out["policy_likelihood"] = [scoring.policy_likelihood(row) for row in rows]
+        if self.args.value_function:
+            with self.timed("value function"):
+                out["value_function"] = self.value_function_scores(rows, policy, values_key)
+        return out
+
+    def value_function_scores(self, rows: list[dict[str, Any]], policy: str, values_key: Mapping[str, Any]
+                              ) -> list[list[float]]:
+        from sweet_trl.pipeline import release
+        from sweet_trl.study.credit.value_function import (
+            ValueFunctionScorer,
+            ValueFunctionSettings,
+            train_value_function,
+        )
+        from sweet_trl.trajectories import read_trajectories
+
+        options = self.study.stage_options("train_critic", [])
+        run, bf16 = options[0], any(getattr(o, "bf16", False) for o in options[1:])
+        collect = self.marker(self.run_dir / "collect")
+        settings = ValueFunctionSettings(learning_rate=self.args.value_function_learning_rate,
+                                         epochs=self.args.value_function_epochs,
+                                         bf16=bf16, seed=self.args.seed)
+        records = read_trajectories(self.run_dir / collect["dir"] / collect["outputs"]["trajectories"])
+        model_dir = train_value_function(records, policy, self.folder / "value_function", settings,
+                                         env_id=run.env_id, max_turns=run.max_turns)
+        identity = {"value_function": json.loads((model_dir / "value_function_settings.json").read_text()),
+                    **values_key}
+        scores = scoring.cached_scores(self.folder / "scores", "value_function", identity, rows,
+                                       lambda: scoring.value_function_ranker(ValueFunctionScorer(model_dir,
+                                                                                              bf16=settings.bf16)))
+        release()
+        return scores
+
+    # -- the result ----------------------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        policy = self.policy()
+        with self.timed("ground truth"):
+            rows = self.ground_truth(policy)
+        scores = self.scores(rows, policy)
+        result = credit_report(rows, scores, self.args, scaling_runs=self.scaling_runs())
+        result["seconds"] = self.seconds
+        result["run_dir"] = str(self.run_dir)
+        text = json.dumps(result, indent=1)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / "critic_credit.json").write_text(text, encoding="utf-8")
+        if self.args.results_path:
+            Path(self.args.results_path).parent.mkdir(parents=True, exist_ok=True)
+            Path(self.args.results_path).write_text(text, encoding="utf-8")
+        print(format_report(result), file=self.out, flush=True)
+        return result
+
+    def scaling_runs(self) -> dict[str, dict[str, Any]]:
+        """Per scaling label, how much data its critic saw (episodes collected, critic pairs)."""
+        runs = {"1x": self.run_dir, **{e.split("=", 1)[0]: Path(e.split("=", 1)[1]) for e in self.args.scaling}}
+        out = {}
+        for label, run_dir in runs.items():
+            collect = self.marker(run_dir / "collect")
+            pairs = self.marker(run_dir / "critic_pairs")
+            out[label] = {"run_dir": str(run_dir), "trajectories": collect["counts"].get("episodes"),
+                          "critic_pairs": pairs["counts"].get("pairs")}
+        return out
+
+
+def credit_report(rows: Sequence[Mapping[str, Any]], scores: Mapping[str, Sequence[Sequence[float]]],
+                  args: CreditArguments, scaling_runs: Mapping[str, Mapping[str, Any]] | None = None
+                  ) -> dict[str, Any]:
+    """The JSON: per ranker and kind of turn the three figures; the paired differences; the scaling table; the
+    ground truth's settings and what it holds."""
+    scored = [{**row, "scores": {name: list(s[i]) for name, s in scores.items()}} for i, row in enumerate(rows)]
+    by_kind = {kind: [r for r in scored if r["kind"] == kind] for kind in KINDS}
+    samples, seed = args.bootstrap_samples, args.seed
+
+    def figures(name: str) -> dict[str, Any]:
+        return {f"{kind}_turns": metrics.summarise(by_kind[kind], name, seed=seed, samples=samples) for kind in KINDS}
+
+    rankers = {name: figures(name) for name in [*scores, "random"] if not name.startswith("scaling:")}
+    paired = {f"{a} - {b}": {f"{kind}_turns": metrics.paired(by_kind[kind], a, b, seed=seed, samples=samples)
+                             for kind in KINDS}
+              for a, b in PAIRED if a in rankers and b in rankers}
+    scaling = []
+    for label, data in (scaling_runs or {}).items():
+        name = "trained_with_c" if label == "1x" else f"scaling:{label}"
+        if name not in scores:
+            continue
+        scaling.append({"label": label, **data, **figures(name),
+                        "paired_with_untrained": {
+                            f"{kind}_turns": metrics.paired(by_kind[kind], name, "untrained_with_c", seed=seed,
+                                                            samples=samples) for kind in KINDS}
+                        if "untrained_with_c" in scores else None})
+    return {"settings": {"N": args.num_candidates, "M": args.continuations, "states_per_kind": args.states_per_kind,
+                         "seed": seed, "bootstrap_samples": samples},
+            "ground_truth": ground_truth_summary(rows),
+            "rankers": rankers, "paired": paired, "scaling": scaling}
+
+
+def ground_truth_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the ground truth holds per kind of turn: states, those whose values differ, exact values, continuations
+    played, the mean standard error of an estimated value."""
+    import math
+
+    out = {}
+    for kind in KINDS:
+        group = [r for r in rows if r["kind"] == kind]
+        estimated = [se for r in group for se, exact in zip(r["value_se"], r["exact"])
+                     if not exact and math.isfinite(se)]
+        finite = [[v for v in r["values"] if math.isfinite(v)] for r in group]
+        out[f"{kind}_turns"] = {
+            "states": len(group), "tasks": len({r["task_id"] for r in group}),
+            "states_with_value_spread": sum(len(v) >= 2 and max(v) > min(v) for v in finite),
+            "candidates": sum(len(r["values"]) for r in group),
+            "exact_values": sum(sum(r["exact"]) for r in group),
+            "continuations": sum(n for r in group for n, exact in zip(r["samples"], r["exact"]) if not exact),
+            "candidates_without_value": sum(not math.isfinite(v) for r in group for v in r["values"]),
+            "mean_value_se": sum(estimated) / len(estimated) if estimated else None,
+        }
+    return out
+
+
+def format_report(result: Mapping[str, Any]) -> str:
+    """The table a terminal shows: per ranker, top-1 and Spearman at question and answer turns."""
+    def cell(figure: Mapping[str, Any] | None, scale: float = 100.0) -> str:
+        if not figure:
+            return "-"
+        return f"{figure['mean'] * scale:6.1f} [{figure['low'] * scale:6.1f}, {figure['high'] * scale:6.1f}]"
+
+    lines = [f"{'ranker':<44} {'question top-1':>24} {'answer top-1':>24} {'question spearman':>24}"]
+    for name, figures in result["rankers"].items():
+        q, a = figures["question_turns"], figures["answer_turns"]
+        lines.append(f"{name:<44} {cell(q['top1']):>24} {cell(a['top1']):>24} {cell(q['spearman'], 1.0):>24}")
+    for name, figures in result["paired"].items():
+        q, a = figures["question_turns"], figures["answer_turns"]
+        lines.append(f"{name:<44} {cell(q['top1']):>24} {cell(a['top1']):>24} {cell(q['spearman'], 1.0):>24}")
+    return "\n".join(lines)

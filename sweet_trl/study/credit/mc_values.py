@@ -1,0 +1,243 @@
+"""Ground truth per turn: the Monte Carlo value of each candidate message at held-out turn states.
+
+For a held-out turn state (the dialogue of an episode up to one agent turn, on a task no critic trained on), the
+policy samples N candidate messages. Each candidate is played in the environment from that state (the recorded agent
+messages are replayed, the human answers them as before: :mod:`~sweet_trl.study.credit.replay`):
+
+* a candidate that ends the episode (an answer, or the last allowed turn) gets its reward from the environment's own
+  grader: its value is exact;
+* any other candidate (a question) is continued ``M`` times by the same policy to the end of the episode, with the
+  usual human and grader: its value is the mean return (fraction of hidden tests passed) with its standard error.
+
+Every critic is scored against the same file, so the expensive part runs once. Files under the output folder:
+``states.jsonl``, ``candidates/`` (resumable sampling), ``first_steps.jsonl``, ``continuations.jsonl`` (the
+collector's file: a stopped run plays only the missing episodes) and ``values.jsonl`` (the result; its first line
+records the settings it was made under, and other settings start the folder over).
+
+    rows = monte_carlo_values(out_dir, trajectories, tasks, policy_backend, env_factory, settings)
+    rows[0]["values"], rows[0]["value_se"], rows[0]["exact"]     # one entry per candidate
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sweet_trl.study.credit.replay import ReplayScript, ReplayTurnState
+
+KINDS = ("question", "answer")  # what the recorded message at the state was
+
+
+@dataclass(frozen=True)
+class MonteCarloSettings:
+    """How the ground truth is made; every field is part of the cache key.
+
+    Attributes:
+        states_per_kind: held-out question turns and answer turns, each at most this many.
+        num_candidates: candidate messages sampled per state (N).
+        continuations: episodes played from each candidate that does not end the episode (M).
+        temperature: sampling temperature of the candidates and of the continuations (the policy's own).
+        seed: the states' selection and every sample.
+        policy: the policy that samples and continues (its path or name), recorded to tell runs apart.
+        source: the held-out trajectories the states come from.
+    """
+
+    states_per_kind: int = 48
+    num_candidates: int = 8
+    continuations: int = 4
+    temperature: float = 0.7
+    seed: int = 0
+    policy: str = ""
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def held_out_states(records: Sequence[Mapping[str, Any]], env_id: str, max_turns: int, per_kind: int,
+                    seed: int = 0) -> list[dict[str, Any]]:
+    """Turn states of ``records`` (with ``c``, the recorded episode seed and the human replies so far), at most
+    ``per_kind`` whose recorded message was a question and ``per_kind`` whose recorded message was an answer,
+    drawn with ``seed`` and at most one of each kind per episode (turns of one episode are not independent)."""
+    from colbench_gym.envs.dialogue import ANSWER_MARKER
+    from sweet_trl.turn_pairs import TurnPairsConfig, turn_states_from_records
+
+    records = list(records)
+    config = TurnPairsConfig(state_fraction=1.0, env_id=env_id, max_turns=max_turns, seed=seed)
+    states, _ = turn_states_from_records(records, config)
+    episode_seed = {str(r.get("episode_id")): r.get("seed") for r in records}
+    rng = random.Random(seed)
+    chosen: list[dict[str, Any]] = []
+    for kind in KINDS:
+        by_episode: dict[str, list[dict[str, Any]]] = {}
+        for state in states:
+            if (ANSWER_MARKER in state["original"]) == (kind == "answer"):
+                by_episode.setdefault(state["episode_id"], []).append(state)
+        picked = [rng.choice(group) for _, group in sorted(by_episode.items())]
+        if len(picked) > per_kind:
+            picked = rng.sample(picked, per_kind)
+        for state in sorted(picked, key=lambda s: s["state_id"]):
+            replies = [m["content"] for m in state["prompt"] if m["role"] == "user"][1:]
+            chosen.append({**state, "kind": kind, "episode_seed": episode_seed.get(state["episode_id"]),
+                           "replies": replies})
+    return chosen
+
+
+def script_of(state: Mapping[str, Any], candidate: str | None = None) -> ReplayScript:
+    """The replay of ``state``'s recorded agent messages, then ``candidate`` if given."""
+    played = [m["content"] for m in state["prompt"] if m["role"] == "assistant"]
+    return ReplayScript(task_id=state["task_id"], episode_seed=state.get("episode_seed"),
+                        agent_messages=[*played, *([candidate] if candidate is not None else [])],
+                        expected_replies=list(state["replies"]))
+
+
+def first_steps(rows: Sequence[Mapping[str, Any]], make_env: Callable[[], Any], workers: int = 4
+                ) -> list[list[dict[str, Any]]]:
+    """Each candidate of each row played once from its state: ``{"ended", "reward", "success", "error",
+    "replay_mismatch"}``. A failure is kept as ``error`` (the candidate then has no value), never raised."""
+    from sweet_trl.trajectories import has_infra_error
+
+    jobs = [(i, j) for i, row in enumerate(rows) for j in range(len(row["candidates"]))]
+    scripts = [script_of(rows[i]) for i, _ in jobs]
+    local = threading.local()
+
+    def play(index: int) -> dict[str, Any]:
+        i, j = jobs[index]
+        try:
+            if not hasattr(local, "env"):
+                local.env = ReplayTurnState(make_env(), [])
+            env = local.env
+            env.scripts = [scripts[index]]
+            _, info = env.reset(seed=0, options={"task_id": rows[i]["task_id"]})
+            _, reward, terminated, truncated, info = env.step(rows[i]["candidates"][j])
+        except Exception as err:  # noqa: BLE001 (a broken state must not stop the others)
+            return {"ended": False, "reward": None, "success": False, "error": f"{type(err).__name__}: {err}",
+                    "replay_mismatch": False}
+        ended = bool(terminated or truncated)
+        infra = ended and has_infra_error(info)  # the grader's failure, not the candidate's: no value
+        return {"ended": ended, "reward": float(reward) if ended and not infra else None,
+                "success": bool(info.get("success", False)) if ended else False,
+                "error": "grader infrastructure error" if infra else None,
+                "replay_mismatch": bool(info.get("replay_mismatch"))}
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="credit-first-step") as pool:
+        results = list(pool.map(play, range(len(jobs))))
+    out: list[list[dict[str, Any]]] = [[] for _ in rows]
+    for (i, _), result in zip(jobs, results):
+        out[i].append(result)
+    return out
+
+
+def continuation_plan(rows: Sequence[Mapping[str, Any]], steps: Sequence[Sequence[Mapping[str, Any]]],
+                      continuations: int) -> tuple[list[ReplayScript], list[tuple[int, int]]]:
+    """One script per continuation of every candidate that did not end the episode, and its (row, candidate)."""
+    scripts, owners = [], []
+    for i, row in enumerate(rows):
+        for j, step in enumerate(steps[i]):
+            if step["ended"] or step["error"] or step["replay_mismatch"]:
+                continue
+            for _ in range(continuations):
+                scripts.append(script_of(row, row["candidates"][j]))
+                owners.append((i, j))
+    return scripts, owners
+
+
+def candidate_values(rows: Sequence[Mapping[str, Any]], steps: Sequence[Sequence[Mapping[str, Any]]],
+                     owners: Sequence[tuple[int, int]], records: Mapping[int, Mapping[str, Any]]
+                     ) -> list[dict[str, Any]]:
+    """Each row with ``values``, ``value_se``, ``successes``, ``exact`` and ``samples`` per candidate: the reward of
+    a candidate that ended the episode (exact, standard error 0), else the mean return of its continuations (those
+    that failed for the infrastructure or whose replay did not reach the recorded state left out); nan when none."""
+    from sweet_trl.trajectories import has_infra_error
+
+    returns: dict[tuple[int, int], list[tuple[float, bool]]] = {}
+    for k, owner in enumerate(owners):
+        record = records.get(k)
+        if record is None or record.get("reward") is None or record.get("replay_mismatch") or has_infra_error(record):
+            continue
+        returns.setdefault(owner, []).append((float(record["reward"]), bool(record.get("success"))))
+    out = []
+    for i, row in enumerate(rows):
+        values, errors, successes, exact, samples = [], [], [], [], []
+        for j, step in enumerate(steps[i]):
+            if step["ended"] and step["reward"] is not None and not step["error"]:
+                values.append(step["reward"]), errors.append(0.0), successes.append(float(step["success"]))
+                exact.append(True), samples.append(1)
+                continue
+            played = returns.get((i, j), [])
+            n = len(played)
+            mean = sum(r for r, _ in played) / n if n else math.nan
+            spread = math.sqrt(sum((r - mean) ** 2 for r, _ in played) / (n - 1) / n) if n > 1 else math.nan
+            values.append(mean), errors.append(spread), successes.append(sum(s for _, s in played) / n if n else
+                                                                         math.nan)
+            exact.append(False), samples.append(n)
+        out.append({**row, "values": values, "value_se": errors, "successes": successes, "exact": exact,
+                    "samples": samples})
+    return out
+
+
+def monte_carlo_values(out_dir: Any, trajectories: Sequence[Mapping[str, Any]], backend: Any,
+                       make_env: Callable[[], Any], settings: MonteCarloSettings, *, env_id: str, max_turns: int,
+                       sampling: Any, num_envs: int = 128, max_new_tokens: int = 48, progress: bool = True
+                       ) -> list[dict[str, Any]]:
+    """The whole ground truth, cached in ``out_dir`` (see the module docstring): states, N candidates each (from
+    ``backend``, the policy), their first steps, ``settings.continuations`` continuations of each by the policy,
+    and the values. A finished folder made under the same ``settings`` is read back without any work; ``backend``
+    may then be a callable that returns one (loaded only when sampling is needed)."""
+    from sweet_trl.rollouts import collect
+    from sweet_trl.study.critic_eval import read_with_settings, write_with_settings
+    from sweet_trl.turn_pairs import TurnPairsConfig, sample_candidates
+
+    out_dir, key = Path(out_dir), settings.to_dict()
+    finished = read_with_settings(out_dir / "values.jsonl", key)
+    if finished is not None:
+        return finished
+    _start_folder(out_dir, key)
+    policy = backend() if callable(backend) and not hasattr(backend, "generate") else backend
+
+    states = held_out_states(trajectories, env_id, max_turns, settings.states_per_kind, settings.seed)
+    if not states:
+        raise ValueError("no held-out turn state: the trajectories hold no usable episode with privileged info")
+    config = TurnPairsConfig(env_id=env_id, max_turns=max_turns, num_candidates=settings.num_candidates,
+                             temperature=settings.temperature, max_new_tokens=max_new_tokens,
+                             generation_batch_size=num_envs, seed=settings.seed)
+    rows = sample_candidates(states, policy, config, output_dir=out_dir / "candidates").to_list()
+
+    steps_path = out_dir / "first_steps.jsonl"
+    steps_rows = read_with_settings(steps_path, key)
+    if steps_rows is None:
+        steps = first_steps(rows, make_env)
+        write_with_settings(steps_path, key, [{"state_id": r["state_id"], "steps": s} for r, s in zip(rows, steps)])
+    else:
+        steps = [r["steps"] for r in steps_rows]
+
+    scripts, owners = continuation_plan(rows, steps, settings.continuations)
+    records: dict[int, Mapping[str, Any]] = {}
+    if scripts:
+        output = out_dir / "continuations.jsonl"
+        result = collect(policy, env_id=env_id, episodes=[(s.task_id, k) for k, s in enumerate(scripts)],
+                         output=output, resume=output.exists(), num_envs=num_envs, sampling=sampling,
+                         make_env=lambda: ReplayTurnState(make_env(), scripts), progress=progress,
+                         policy_name=settings.policy, fsync=False)
+        records = {int(r["seed"]): r for r in result.records}  # the episode seed is the script's index
+    valued = candidate_values(rows, steps, owners, records)
+    write_with_settings(out_dir / "values.jsonl", key, valued)
+    return valued
+
+
+def _start_folder(out_dir: Path, key: Mapping[str, Any]) -> None:
+    """Keep a half-made folder of the same settings (its parts resume); clear one made under other settings."""
+    from sweet_trl.pipeline import clear_folder
+
+    marker = out_dir / "settings.json"
+    if marker.exists() and json.loads(marker.read_text(encoding="utf-8")) != dict(key):
+        clear_folder(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps(dict(key)), encoding="utf-8")

@@ -1,0 +1,125 @@
+"""How well a ranker's scores of one state's candidates agree with their Monte Carlo values.
+
+Per state, only over candidates with a value (and, per ranker, a finite score), and only at states whose values
+differ (elsewhere every order is right and no ranker can be told from another):
+
+* ``spearman``: rank correlation of scores and values (average ranks for ties; 0 when the ranker scores every
+  candidate the same: it says nothing);
+* ``top1``: its first choice is a candidate of the best value (ties at the top of the scores are split evenly, so a
+  ranker that cannot tell gets chance credit);
+* ``pick_value``: the value of its first choice (the same split).
+
+Each figure is averaged per task, then over tasks with a bootstrap interval that resamples tasks
+(:mod:`sweet_trl.study.stats`); two rankers are compared paired, on the states both scored.
+
+    >>> state_metrics([0.0, 1.0, 0.5], [0.1, 0.9, 0.2])["top1"]
+    1.0
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from sweet_trl.study.stats import bootstrap_by_task, paired_by_task
+
+METRICS = ("spearman", "top1", "pick_value")
+
+
+def average_ranks(values: Sequence[float]) -> np.ndarray:
+    """Ranks 1..n, ties sharing their mean rank."""
+    values = np.asarray(values, dtype=float)
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(len(values))
+    sorted_values = values[order]
+    start = 0
+    while start < len(values):
+        end = start
+        while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
+            end += 1
+        ranks[order[start:end + 1]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def spearman(scores: Sequence[float], values: Sequence[float]) -> float:
+    """Spearman's rank correlation; 0 when either side is constant (no order to agree with)."""
+    a, b = average_ranks(scores), average_ranks(values)
+    a, b = a - a.mean(), b - b.mean()
+    denominator = math.sqrt(float((a * a).sum() * (b * b).sum()))
+    return float((a * b).sum() / denominator) if denominator > 0 else 0.0
+
+
+def state_metrics(values: Sequence[float], scores: Sequence[float]) -> dict[str, float] | None:
+    """The three figures of one ranker at one state, or None when fewer than two candidates have both a value and
+    a finite score, or their values are all equal."""
+    pairs = [(float(s), float(v)) for s, v in zip(scores, values) if math.isfinite(s) and math.isfinite(v)]
+    if len(pairs) < 2 or max(v for _, v in pairs) == min(v for _, v in pairs):
+        return None
+    best = max(v for _, v in pairs)
+    top = max(s for s, _ in pairs)
+    picked = [v for s, v in pairs if s == top]
+    return {"spearman": spearman([s for s, _ in pairs], [v for _, v in pairs]),
+            "top1": sum(v == best for v in picked) / len(picked),
+            "pick_value": sum(picked) / len(picked)}
+
+
+def chance_metrics(values: Sequence[float]) -> dict[str, float] | None:
+    """What a uniformly random pick scores in expectation (Spearman 0)."""
+    finite = [float(v) for v in values if math.isfinite(v)]
+    if len(finite) < 2 or max(finite) == min(finite):
+        return None
+    best = max(finite)
+    return {"spearman": 0.0, "top1": sum(v == best for v in finite) / len(finite),
+            "pick_value": sum(finite) / len(finite)}
+
+
+def per_state(rows: Sequence[Mapping[str, Any]], ranker: str) -> dict[str, dict[str, float]]:
+    """``state_id -> figures`` of ``ranker`` (a name in each row's ``scores``; ``"random"``: chance)."""
+    out = {}
+    for row in rows:
+        if ranker == "random":
+            figures = chance_metrics(row["values"])
+        elif ranker in row.get("scores", {}):
+            figures = state_metrics(row["values"], row["scores"][ranker])
+        else:
+            figures = None
+        if figures is not None:
+            out[row["state_id"]] = figures
+    return out
+
+
+def summarise(rows: Sequence[Mapping[str, Any]], ranker: str, seed: int = 0, samples: int = 10_000
+              ) -> dict[str, Any]:
+    """Per metric ``{"mean", "low", "high", "tasks"}`` over ``rows`` (one kind of turn), and ``states``."""
+    task_of = {row["state_id"]: str(row["task_id"]) for row in rows}
+    figures = per_state(rows, ranker)
+    out: dict[str, Any] = {"states": len(figures)}
+    for metric in METRICS:
+        observations = [(task_of[state], f[metric]) for state, f in figures.items()]
+        out[metric] = _interval(bootstrap_by_task(observations, samples=samples, seed=seed)) if observations else None
+    return out
+
+
+def paired(rows: Sequence[Mapping[str, Any]], ours: str, theirs: str, seed: int = 0, samples: int = 10_000
+           ) -> dict[str, Any]:
+    """``ours - theirs`` per metric on the states both scored, paired by task."""
+    task_of = {row["state_id"]: str(row["task_id"]) for row in rows}
+    a, b = per_state(rows, ours), per_state(rows, theirs)
+    shared = sorted(set(a) & set(b))
+    out: dict[str, Any] = {"states": len(shared)}
+    for metric in METRICS:
+        if not shared:
+            out[metric] = None
+            continue
+        interval = paired_by_task({s: a[s][metric] for s in shared}, {s: b[s][metric] for s in shared},
+                                  {s: task_of[s] for s in shared}, samples=samples, seed=seed)
+        out[metric] = _interval(interval)
+    return out
+
+
+def _interval(interval: Any) -> dict[str, Any]:
+    return {"mean": interval.mean, "low": interval.low, "high": interval.high, "tasks": interval.tasks}

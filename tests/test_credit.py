@@ -1,0 +1,198 @@
+"""Per-turn credit against Monte Carlo returns: replayed turn states, candidate values, the agreement metrics."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import pytest
+
+import colbench_gym  # noqa: F401  (registers the ids)
+from colbench_gym.tasks import load_builtin
+from sweet_trl.generation import Generation
+from sweet_trl.rollouts import collect
+from sweet_trl.study.credit import metrics
+from sweet_trl.study.credit.mc_values import (
+    MonteCarloSettings,
+    candidate_values,
+    continuation_plan,
+    first_steps,
+    held_out_states,
+    monte_carlo_values,
+)
+from sweet_trl.study.credit.replay import ReplayScript, ReplayTurnState
+
+TASKS = load_builtin("train")[:3]
+WRONG = "I WANT TO ANSWER:\ndef nothing():\n    return None"
+
+
+def right(task) -> str:
+    return "I WANT TO ANSWER:\n" + task.ground_truth
+
+
+def make_env():
+    return gym.make("ColBench-Backend-v0", tasks=TASKS, max_turns=2)
+
+
+class KeywordPolicy:
+    """Asks a plain question first; answers right only when the dialogue's last question said "magic". Candidate
+    sampling (``n > 1``) gives, in order: a magic question, a plain question, the right answer, a wrong one."""
+
+    name = "keyword"
+
+    def __init__(self):
+        self.histories = []
+
+    def generate(self, histories, n=1, sampling=None, seeds=None):
+        out = []
+        for history in histories:
+            self.histories.append(history)
+            task = next(t for t in TASKS if t.problem_description in history[1]["content"])
+            asked = [m["content"] for m in history if m["role"] == "assistant"]
+            if n > 1:
+                texts = ["A magic question?", "A plain question?", right(task), WRONG][:n]
+            elif not asked:
+                texts = ["A plain question?"]
+            else:
+                texts = [right(task) if "magic" in asked[-1] else WRONG]
+            out.append([Generation(t, token_ids=[1, 2], logprobs=[-0.5, -0.5]) for t in texts])
+        return out
+
+
+@pytest.fixture(scope="module")
+def held_out_records():
+    return collect(KeywordPolicy(), tasks=TASKS, episodes_per_task=1, seed=5, num_envs=3, progress=False,
+                   env_kwargs={"max_turns": 2}).records
+
+
+# -- replay ------------------------------------------------------------------------------------------------------
+
+def test_replay_reaches_the_recorded_state_and_flags_another():
+    task = TASKS[0]
+    env = make_env()
+    env.reset(seed=0, options={"task_id": task.task_id})
+    _, _, _, _, info = env.step("What is the input?")
+    reply = info["messages"][-1]["content"]
+    scripts = [ReplayScript(task.task_id, 0, ["What is the input?"], [reply]),
+               ReplayScript(task.task_id, 0, ["What is the input?"], ["a reply the human never gave"])]
+    replay = ReplayTurnState(make_env(), scripts)
+    observation, info = replay.reset(seed=0, options={"task_id": task.task_id})
+    assert info["replayed_turns"] == 1 and info["replay_mismatch"] is False
+    assert info["messages"][-1]["content"] == reply and reply in observation
+    _, reward, terminated, _, info = replay.step(right(task))
+    assert terminated and reward == 1.0 and info["replayed_turns"] == 1
+    assert replay.reset(seed=1)[1]["replay_mismatch"] is True
+
+
+def test_replay_refuses_a_script_that_ends_the_episode_or_is_not_there():
+    task = TASKS[0]
+    replay = ReplayTurnState(make_env(), [ReplayScript(task.task_id, 0, [right(task)])])
+    with pytest.raises(ValueError, match="ends its episode"):
+        replay.reset(seed=0)
+    with pytest.raises(ValueError, match="names the script"):
+        replay.reset(seed=3)
+    with pytest.raises(ValueError, match="replays task"):
+        replay.reset(seed=0, options={"task_id": TASKS[1].task_id})
+
+
+def test_the_collector_continues_replayed_episodes_and_annotates_only_the_policys_turns():
+    task = TASKS[1]
+    scripts = [ReplayScript(task.task_id, 0, ["A magic question?"]), ReplayScript(task.task_id, 0, ["Plain?"])]
+    result = collect(KeywordPolicy(), tasks=TASKS, episodes=[(task.task_id, 0), (task.task_id, 1)], num_envs=2,
+                     make_env=lambda: ReplayTurnState(make_env(), scripts), progress=False)
+    magic, plain = sorted(result.records, key=lambda r: r["seed"])
+    assert magic["reward"] == 1.0 and plain["reward"] == 0.0
+    agent = [m for m in magic["dialogue_history"] if m["role"] == "assistant"]
+    assert magic["replayed_turns"] == 1 and magic["turns"] == 2
+    assert "logprobs" not in agent[0] and agent[1]["logprobs"] == [-0.5, -0.5]  # the replayed turn has no generation
+
+
+# -- the ground truth --------------------------------------------------------------------------------------------
+
+def test_held_out_states_take_one_turn_of_each_kind_per_episode(held_out_records):
+    states = held_out_states(held_out_records, "ColBench-Backend-v0", max_turns=2, per_kind=10)
+    assert sorted(s["kind"] for s in states) == ["answer"] * 3 + ["question"] * 3
+    for state in states:
+        assert state["privileged"] and state["episode_seed"] == 5
+        assert len(state["replies"]) == state["turn"]  # the human's replies before the state
+    assert len(held_out_states(held_out_records, "ColBench-Backend-v0", 2, per_kind=2)) == 4
+
+
+def test_candidate_values_are_exact_for_answers_and_continued_for_questions(held_out_records, tmp_path):
+    settings = MonteCarloSettings(states_per_kind=3, num_candidates=4, continuations=3, seed=0, policy="keyword")
+    policy = KeywordPolicy()
+    rows = monte_carlo_values(tmp_path / "truth", held_out_records, policy, make_env, settings,
+                              env_id="ColBench-Backend-v0", max_turns=2, sampling=None, num_envs=8, progress=False)
+    questions = [r for r in rows if r["kind"] == "question"]
+    answers = [r for r in rows if r["kind"] == "answer"]
+    assert len(questions) == len(answers) == 3
+    for row in questions:
+        assert row["candidates"] == ["A magic question?", "A plain question?", right(
+            next(t for t in TASKS if t.task_id == row["task_id"])), WRONG]
+        # the magic question leads the same policy to the right answer every time; the plain one never does
+        assert row["values"] == [1.0, 0.0, 1.0, 0.0] and row["exact"] == [False, False, True, True]
+        assert row["samples"] == [3, 3, 1, 1] and row["value_se"][:2] == [0.0, 0.0]
+    for row in answers:  # at the last turn every candidate ends the episode: its value is the grader's
+        assert all(row["exact"]) and row["samples"] == [1, 1, 1, 1]
+    # a continuation saw the candidate it continues: the history ends on the human's reply to it
+    continued = [h for h in policy.histories if sum(m["role"] == "assistant" for m in h) == 1]
+    assert {h[-2]["content"] for h in continued} == {"A magic question?", "A plain question?"}
+
+    calls = len(policy.histories)
+    again = monte_carlo_values(tmp_path / "truth", held_out_records, policy, make_env, settings,
+                               env_id="ColBench-Backend-v0", max_turns=2, sampling=None, progress=False)
+    assert again == rows and len(policy.histories) == calls  # read back: nothing sampled or played again
+
+
+def test_failures_leave_a_candidate_without_value_not_a_crash():
+    rows = [{"state_id": "s", "task_id": TASKS[0].task_id, "prompt": [], "replies": [], "candidates": ["q?", "a"]}]
+    steps = [[{"ended": False, "reward": None, "success": False, "error": None, "replay_mismatch": False},
+              {"ended": False, "reward": None, "success": False, "error": "RuntimeError: broken", "replay_mismatch":
+               False}]]
+    scripts, owners = continuation_plan(rows, steps, continuations=2)
+    assert owners == [(0, 0), (0, 0)]  # the failed candidate is not continued
+    records = {0: {"reward": 0.5, "success": False}, 1: {"reward": None, "outcome": "policy_error"}}
+    (valued,) = candidate_values(rows, steps, owners, records)
+    assert valued["values"][0] == 0.5 and valued["samples"] == [1, 0]
+    assert math.isnan(valued["values"][1]) and math.isnan(valued["value_se"][0])
+
+
+def test_first_steps_record_a_broken_environment_as_an_error():
+    def broken_env():
+        raise RuntimeError("no environment today")
+
+    rows = [{"state_id": "s", "task_id": TASKS[0].task_id, "prompt": [{"role": "system", "content": "x"}],
+             "replies": [], "candidates": ["q?"]}]
+    (steps,) = first_steps(rows, broken_env, workers=1)
+    assert steps[0]["error"].startswith("RuntimeError") and steps[0]["reward"] is None
+
+
+# -- the metrics -------------------------------------------------------------------------------------------------
+
+def test_spearman_handles_ties_and_constant_scores():
+    assert metrics.spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert metrics.spearman([3, 2, 1], [10, 20, 30]) == pytest.approx(-1.0)
+    assert metrics.spearman([1, 1, 1], [10, 20, 30]) == 0.0
+    assert metrics.spearman([1, 2, 2], [1, 2, 3]) == pytest.approx(0.8660254)
+
+
+def test_state_metrics_split_ties_at_the_top_and_skip_states_without_spread():
+    assert metrics.state_metrics([0.0, 1.0, 0.5], [0.1, 0.9, 0.2]) == {"spearman": 1.0, "top1": 1.0,
+                                                                       "pick_value": 1.0}
+    tied = metrics.state_metrics([1.0, 0.0, 0.0, 0.0], [5.0, 5.0, 1.0, 1.0])
+    assert tied["top1"] == 0.5 and tied["pick_value"] == 0.5
+    assert metrics.state_metrics([0.5, 0.5], [1.0, 2.0]) is None  # every order is right
+    assert metrics.state_metrics([0.0, 1.0, math.nan], [math.nan, 2.0, 3.0]) is None  # one candidate left
+    assert metrics.chance_metrics([1.0, 0.0, 0.0, 1.0]) == {"spearman": 0.0, "top1": 0.5, "pick_value": 0.5}
+
+
+def test_summaries_and_paired_differences_resample_tasks():
+    rows = [{"state_id": f"s{i}", "task_id": f"t{i // 2}", "values": [0.0, 1.0, 0.5],
+             "scores": {"good": [0.0, 2.0, 1.0], "bad": [2.0, 0.0, 1.0]}} for i in range(6)]
+    good = metrics.summarise(rows, "good", samples=200)
+    assert good["states"] == 6 and good["top1"]["mean"] == 1.0 and good["top1"]["tasks"] == 3
+    assert metrics.summarise(rows, "random", samples=200)["pick_value"]["mean"] == pytest.approx(0.5)
+    difference = metrics.paired(rows, "good", "bad", samples=200)
+    assert difference["spearman"]["mean"] == pytest.approx(2.0) and difference["top1"]["low"] == 1.0
+    assert metrics.summarise(rows, "absent", samples=200) == {"states": 0, "spearman": None, "top1": None,
+                                                             "pick_value": None}
