@@ -1,7 +1,12 @@
-"""The verifiers plugin id of ColBench: ``vf-eval colbench_verifiers`` (``pip install 'colbench-gym[verifiers]'``).
+"""The verifiers plugin id of ColBench (``pip install 'colbench-gym[verifiers]'``).
 
-verifiers imports a taskset, its ``Env`` and its default harness by a top-level module name; this package is that
-name for :mod:`colbench_gym.integrations.verifiers`, where everything is defined and documented.
+Run by verifiers' v1 eval command: ``.venv/bin/eval colbench_verifiers ...`` with verifiers 0.3.1, ``vf-eval
+colbench_verifiers ...`` with 0.4.
+
+verifiers' v1 loader imports a taskset, its ``Env`` and its default harness by a top-level module name, from this
+package's ``__all__``; this package is that name for :mod:`colbench_gym.integrations.verifiers`, where everything is
+defined and documented. verifiers 0.3.1's legacy loader (``verifiers.load_environment``, its ``vf-eval``) calls
+``load_environment`` here instead, and stops with a message naming the v1 calls (ColBench is a v1 environment only).
 """
 
 from colbench_gym.integrations.verifiers import (

@@ -10,8 +10,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -23,7 +26,12 @@ from verifiers.v1.cli.eval.runner import run_eval
 from verifiers.v1.configs.cli.eval import EvalConfig
 
 from colbench_gym.envs.dialogue import ANSWER_MARKER
-from colbench_gym.integrations.verifiers import REWARD_NAME, TASKSET_ID, load_environment
+from colbench_gym.integrations.verifiers import (
+    REWARD_NAME,
+    TASKSET_ID,
+    V1_EVAL_ENTRY_POINT,
+    load_environment,
+)
 from colbench_gym.tasks import resolve_tasks
 
 TASK_ID = "b-001-shipping-cost"
@@ -209,9 +217,7 @@ def test_load_environment_refuses_bad_settings_with_clear_messages():
 
 def _v1_eval_command():
     """verifiers' own eval CLI: ``vf-eval`` in 0.4, ``eval`` in 0.3 (whose ``vf-eval`` is the legacy API's)."""
-    from importlib.metadata import entry_points
-
-    names = [ep.name for ep in entry_points(group="console_scripts") if ep.value == "verifiers.v1.cli.eval.main:main"]
+    names = [ep.name for ep in entry_points(group="console_scripts") if ep.value == V1_EVAL_ENTRY_POINT]
     if not names:
         pytest.skip("this verifiers release has no v1 eval command")
     return str(Path(sys.executable).parent / names[0])
@@ -252,6 +258,121 @@ def test_the_env_server_path_scores_as_in_process(tmp_path, monkeypatch, task, t
     trace = _only_trace(episodes)
     assert trace.reward == 1.0
     assert trace.metrics["human_turns"] == 1.0
+
+
+# -- the entry points as the README gives them, and verifiers 0.3's legacy ones -----------------------------------------
+
+def _readme_verifiers_blocks(language):
+    """The code blocks of the README's "verifiers and prime-rl" paragraphs, in order."""
+    text = (REPO_ROOT / "README.md").read_text()
+    start = text.index("**verifiers and prime-rl**")
+    section = text[start:text.index("prime-rl loads the same environment config", start)]
+    return re.findall(rf"```{language}\n(.*?)```", section, flags=re.DOTALL)
+
+
+def _readme_shell_commands():
+    """The README's shell commands there, each as its argument list (continuation lines joined, comments dropped)."""
+    commands = []
+    for block in _readme_verifiers_blocks("bash"):
+        for line in block.replace("\\\n", " ").splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                commands.append(shlex.split(line))
+    return commands
+
+
+def _readme_eval_command():
+    """The README's command for the installed verifiers' v1 eval script (``eval`` in 0.3, ``vf-eval`` in 0.4)."""
+    program = Path(_v1_eval_command()).name
+    matching = [command for command in _readme_shell_commands() if Path(command[0]).name == program]
+    assert len(matching) == 1, f"the README gives no single `{program}` command: {_readme_shell_commands()}"
+    return matching[0]
+
+
+def _with_values(command, values):
+    """``command`` with the value after each flag of ``values`` replaced; every one of those flags must be there."""
+    command = list(command)
+    for flag, value in values.items():
+        assert flag in command, f"the README's command has no {flag}: {shlex.join(command)}"
+        command[command.index(flag) + 1] = value
+    return command
+
+
+def _policy_that_asks_then_answers_with(reference):
+    return _script(QUESTION, _answer(reference.strip()))
+
+
+def test_the_readme_eval_command_for_the_installed_verifiers_runs_an_episode(tmp_path, task, task_file):
+    """The README's command for the installed release, run as written: only the values change (one task, one
+    rollout, the scripted model and its server) and an output folder is added to read the traces from."""
+    program = Path(_v1_eval_command()).name
+    readme_command = _readme_eval_command()
+    assert program != "eval" or "/" in readme_command[0], "a bare `eval` runs the shell's builtin, not verifiers'"
+    assert readme_command[1] == TASKSET_ID
+
+    with FakeOpenAIServer(_policy_that_asks_then_answers_with(task.ground_truth)) as server:
+        command = _with_values(readme_command, {
+            "--env.taskset.tasks": task_file, "-n": "1", "-r": "1", "-m": "scripted-policy",
+            "--client.base-url": server.base_url, "--client.api-key-var": API_KEY_VAR})
+        command[0] = str(Path(sys.executable).parent / program)  # this interpreter's scripts, wherever they live
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **{API_KEY_VAR: "not-a-secret"})
+        result = subprocess.run([*command, "-o", str(tmp_path / "outputs")], env=env, capture_output=True, text=True,
+                                timeout=300, check=False)
+        requests = [entry["body"] for entry in server.log]
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    episodes = [json.loads(line) for path in (tmp_path / "outputs").rglob("traces.jsonl")
+                for line in path.read_text().splitlines() if line.strip()]
+    assert len(episodes) == 1 and episodes[0]["ok"], episodes
+    [trace] = episodes[0]["traces"]
+    assert trace["info"]["colbench"]["task_id"] == TASK_ID
+    assert trace["info"]["colbench"]["outcome"] == "answered"
+    assert trace["info"]["colbench"]["score"] == 1.0
+    assert trace["metrics"] == {"success": 1.0, "answered": 1.0, "human_turns": 1.0}
+    assert len(requests) == 2 and all(r["model"] == "scripted-policy" for r in requests)
+
+
+def _legacy_loader():
+    """verifiers 0.3's top-level ``verifiers.load_environment``: the legacy (v0) API's loader (0.4 has none)."""
+    import verifiers
+
+    if "load_environment" not in dir(verifiers):
+        pytest.skip("this verifiers release has no legacy API")
+    return verifiers.load_environment
+
+
+def _assert_names_the_calls_that_run_colbench(message):
+    """The message names the installed v1 eval script (by its path) with the README's flags, and the Python loader."""
+    assert "verifiers v1 environment" in message and "legacy (v0) API" in message, message
+    named = re.search(r"Evaluate with `([^`]*)`", message)
+    assert named, message
+    command = shlex.split(named.group(1))
+    assert command[:2] == [_v1_eval_command(), TASKSET_ID], command  # the script the README test runs
+    flags = {arg for arg in command if arg.startswith("-")}
+    assert flags <= {arg for arg in _readme_eval_command() if arg.startswith("-")}, command
+    assert "`colbench_gym.integrations.verifiers.load_environment(tasks=\"train\")`" in message, message
+
+
+def test_verifiers_top_level_loader_stops_with_a_message_naming_the_calls_that_run_colbench(task_file):
+    legacy_load = _legacy_loader()
+    with pytest.raises(RuntimeError, match=f"Failed to load environment '{TASKSET_ID}'") as failure:
+        legacy_load(TASKSET_ID, tasks=task_file)
+    _assert_names_the_calls_that_run_colbench(str(failure.value))
+
+
+def test_the_legacy_vf_eval_stops_with_a_message_naming_the_v1_eval_command(tmp_path, task, task_file):
+    """verifiers 0.3's ``vf-eval`` is the legacy CLI; with its own flags it loads ColBench through the legacy loader."""
+    _legacy_loader()
+    with FakeOpenAIServer(_policy_that_asks_then_answers_with(task.ground_truth)) as server:
+        command = [str(Path(sys.executable).parent / "vf-eval"), TASKSET_ID, "-a", json.dumps({"tasks": task_file}),
+                   "-n", "1", "-r", "1", "-m", "scripted-policy", "-b", server.base_url, "-k", API_KEY_VAR,
+                   "-o", str(tmp_path / "outputs")]
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **{API_KEY_VAR: "not-a-secret"})
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
+        requests = list(server.log)
+    assert result.returncode != 0
+    assert not requests  # it stops before any episode
+    message = next((line for line in result.stderr.splitlines()
+                    if line.startswith("RuntimeError: Failed to load environment")), result.stderr[-3000:])
+    _assert_names_the_calls_that_run_colbench(message)
 
 
 @pytest.mark.browser

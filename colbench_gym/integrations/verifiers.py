@@ -24,19 +24,28 @@ cannot be dotted module paths):
   sampling settings. It needs no sandbox runtime and no ``uv``, and the seat's runtime defaults to ``subprocess``
   (verifiers' default is a remote Prime sandbox).
 
-From the command line, with any OpenAI-compatible server (``vf-eval`` in verifiers 0.4; in 0.3.1 the same command
-is ``eval``, its ``vf-eval`` being the legacy API's; ``--no-push`` keeps the results local)::
+From the command line, with any OpenAI-compatible server, through verifiers' v1 eval command: ``eval`` in
+verifiers 0.3.1 (named by its path, ``.venv/bin/eval``: a bare ``eval`` is the shell's builtin), ``vf-eval`` in 0.4
+(``--no-push`` keeps the results local)::
 
-    vf-eval colbench_verifiers --env.taskset.tasks procedural:test -n 20 -r 4 -m Qwen/Qwen3-1.7B \\
+    .venv/bin/eval colbench_verifiers --env.taskset.tasks procedural:test -n 20 -r 4 -m Qwen/Qwen3-1.7B \\
         --client.base-url http://localhost:8000/v1 --client.api-key-var OPENAI_API_KEY --no-push
 
 From Python, :func:`load_environment` returns the ``vf.Env`` (``env.taskset`` lists the tasks; ``env.serving()`` and
-``env.run_slot`` / ``env.run_episode`` run episodes, as ``vf-eval`` does).
+``env.run_slot`` / ``env.run_episode`` run episodes, as the eval command does).
+
+verifiers 0.3.1 also ships its legacy (v0) API, which ColBench does not implement: its ``vf-eval`` and the top-level
+``verifiers.load_environment`` (the legacy loader) stop with :func:`legacy_api_message`, which names the two calls
+above; the legacy ``vf-eval`` rejects the v1 flags before it loads anything ("unrecognized arguments"). 0.4 dropped
+the legacy API: its ``vf-eval`` is the v1 command, and ``verifiers`` has no top-level ``load_environment``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Literal
 
 from colbench_gym._optional import require
@@ -179,6 +188,14 @@ class ColBenchEnv(vf.Env[ColBenchEnvConfig]):
         self._factory = EnvFactory(taskset_config.env_id, taskset_config.make_kwargs())
         self._factory.tasks  # noqa: B018  (a bad task source fails here, with its message, not in every rollout)
 
+    @property
+    def env_id(self) -> str:
+        # verifiers 0.3's legacy loader (``verifiers.load_environment``, which its ``vf-eval`` calls) imports this
+        # plugin, calls its ``load_environment`` and reads ``env_id`` off the result, expecting a legacy
+        # ``Environment``. A v1 Env has no such attribute (v1 reads ``config.env_id``); raising here, where the legacy
+        # path first touches the Env, tells its caller which calls do run ColBench instead of a bare AttributeError.
+        raise AttributeError(legacy_api_message())
+
     async def run(self, task: ColBenchTask, agents: vf.Agents) -> None:
         env = await asyncio.to_thread(self._factory.make)
         try:
@@ -222,9 +239,33 @@ class ColBenchEnv(vf.Env[ColBenchEnvConfig]):
         trace.record_metric("human_turns", float(human_turns))
 
 
+V1_EVAL_ENTRY_POINT = "verifiers.v1.cli.eval.main:main"
+
+
+def v1_eval_command() -> str:
+    """The installed verifiers' v1 eval command, as a shell runs it: ``vf-eval`` in 0.4; in 0.3 the script is named
+    ``eval`` (its ``vf-eval`` is the legacy CLI's), given as a path because a bare ``eval`` is the shell's builtin."""
+    names = [ep.name for ep in entry_points(group="console_scripts") if ep.value == V1_EVAL_ENTRY_POINT]
+    if not names or "vf-eval" in names:
+        return "vf-eval"
+    script = Path(sys.executable).parent / names[0]
+    return str(script) if script.exists() else f"env {names[0]}"  # `env` runs the program, never the builtin
+
+
+def legacy_api_message() -> str:
+    """Why verifiers' legacy (v0) entry points cannot run ColBench, and the calls that do."""
+    from verifiers import __version__
+
+    return (f"ColBench ({TASKSET_ID}) is a verifiers v1 environment; verifiers.load_environment and vf-eval of "
+            f"verifiers {__version__} are its legacy (v0) API, which cannot run it. Evaluate with "
+            f"`{v1_eval_command()} {TASKSET_ID} --env.taskset.tasks train -m <model> --client.base-url <url> "
+            f"--client.api-key-var <VAR> --no-push`; in Python, "
+            f"`colbench_gym.integrations.verifiers.load_environment(tasks=\"train\")` returns the v1 Env.")
+
+
 def load_environment(env_id: str = "ColBench-Backend-v0", tasks: str = "train", max_turns: int = 10,
                      **config: Any) -> ColBenchEnv:
-    """The ColBench ``vf.Env`` (built by verifiers' own loader, as ``vf-eval`` builds it).
+    """The ColBench ``vf.Env`` (built by verifiers' own v1 loader, as the v1 eval command builds it).
 
     Args:
         env_id: ``"ColBench-Backend-v0"`` or ``"ColBench-Frontend-v0"``.
@@ -243,5 +284,5 @@ def load_environment(env_id: str = "ColBench-Backend-v0", tasks: str = "train", 
 
 __all__ = [
     "ColBenchChatHarness", "ColBenchConfig", "ColBenchData", "ColBenchEnv", "ColBenchEnvConfig", "ColBenchTask",
-    "ColBenchTaskset", "load_environment",
+    "ColBenchTaskset", "legacy_api_message", "load_environment", "v1_eval_command",
 ]
