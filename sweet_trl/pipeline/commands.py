@@ -18,6 +18,7 @@ from sweet_trl.pipeline.stages import (
     EVALUATION_METRICS,
     _evaluate_folder,
     _evaluate_inputs,
+    is_run_policy,
     stage_collect,
     stage_critic_pairs,
     stage_evaluate,
@@ -35,6 +36,7 @@ from sweet_trl.pipeline.stages_training import (
 )
 from sweet_trl.pipeline_config import (
     PIPELINE_SECTION,
+    PRECISION_OPTIONS,
     CandidateArguments,
     CollectArguments,
     ConfigError,
@@ -54,6 +56,7 @@ from sweet_trl.pipeline_config import (
     make_parser,
     parse_stage_args,
     split_overrides,
+    without_options,
 )
 
 # --------------------------------------------------------------------------------------------------------------
@@ -218,15 +221,43 @@ def setup_logging() -> None:
 
 def run_stage_from_config(name: str, config_path: str | os.PathLike | None = None, cli_args: Sequence[str] = (),
                           prog: str | None = None, stream: Any = None) -> dict[str, Any]:
-    """``sweet-rl <stage> --config run.yaml [overrides]``: parse, then run the stage unless it is complete."""
+    """``sweet-rl <stage> --config run.yaml [overrides]``: parse, then run the stage unless it is complete.
+
+    The precision options (``--bf16``, ``--fp16``, ``--dtype``) are taken by every stage, so that the line
+    ``python -m sweet_trl.precision`` prints works with any command; a stage uses those it has. An evaluation prints
+    its success and tests passed with intervals over tasks.
+    """
     setup_logging()
     config = load_yaml(config_path) if config_path else {}
     _check_keys(config)
     stage = STAGES[name]
-    if name != WARM_START and WARM_START in config and "policy_model" not in cli_keys(cli_args):
+    cli_args = without_options(cli_args, set(PRECISION_OPTIONS) - _stage_options(name))
+    if (name != WARM_START and WARM_START in config and "policy_model" not in cli_keys(cli_args)
+            and _reads_the_run_policy(stage, config, cli_args, prog)):
         cli_args = [*cli_args, *_warm_started_policy(config, cli_args)]
     args = _parse(stage, config, cli_args, prog=prog)
-    return run_stage(stage, args, stream=stream)
+    marker = run_stage(stage, args, stream=stream)
+    if name == "evaluate":
+        print_evaluation_intervals(Path(args[0].run_dir) / marker["dir"], stream or sys.stdout)
+    return marker
+
+
+def _reads_the_run_policy(stage: Stage, config: dict[str, Any], cli_args: Sequence[str], prog: str | None) -> bool:
+    """Whether the stage starts from the run's policy (so from its warm start, when it has one): every stage does
+    but an evaluation of a policy of one's own (a folder, a Hub id, a served model), which needs nothing of the run."""
+    if stage.name != "evaluate":
+        return True
+    return is_run_policy(_parse(stage, config, cli_args, prog=prog)[-1].policy)
+
+
+def print_evaluation_intervals(folder: Path, stream: Any) -> None:
+    """One evaluation's success and tests passed with 95% intervals over tasks, and how to compare it."""
+    from sweet_trl.comparison import format_evaluation, intervals, load_evaluation
+
+    evaluation = load_evaluation(folder)
+    print(format_evaluation(evaluation, intervals(evaluation)), file=stream)
+    print(f"compare it with another policy evaluated on the same tasks: sweet-rl compare {folder} <other folder>",
+          file=stream, flush=True)
 
 
 def warm_start_override(run_dir: str | os.PathLike, marker: dict[str, Any]) -> list[str]:
@@ -258,6 +289,7 @@ def _warm_started_policy(config: dict[str, Any], cli_args: Sequence[str]) -> lis
 def report_command(config_path: str | os.PathLike | None, cli_args: Sequence[str] = (), stream: Any = None) -> Path:
     """``sweet-rl report``: write the HTML report of the run."""
     config = load_yaml(config_path) if config_path else {}
+    cli_args = without_options(cli_args, PRECISION_OPTIONS)  # taken by every command; a report loads no model
     try:
         run, report = parse_stage_args([RunArguments, ReportArguments], "report", config, cli_args, SECTIONS,
                                        prog="sweet-rl report")

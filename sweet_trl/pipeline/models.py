@@ -28,31 +28,53 @@ def resolve_model(name: str) -> str:
     return name
 
 
-def load_causal_lm(path: str, dtype: str = "auto") -> tuple[Any, Any]:
-    """A model and its tokenizer from a folder or Hub id; a LoRA adapter folder is merged into its base."""
+def load_causal_lm(path: str, dtype: str = "auto", base: str | None = None) -> tuple[Any, Any]:
+    """A model and its tokenizer from a folder or Hub id; a LoRA adapter folder is merged into its base: ``base``
+    when given, else the one its ``adapter_config.json`` names (``"embedded"`` and local paths resolved either way).
+    An adapter folder saved without a tokenizer uses its base's."""
     import torch
     import transformers
 
     torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
     if not torch.cuda.is_available() and torch_dtype == "auto":
         torch_dtype = torch.float32  # half precision is slow on CPU
-    if (Path(path) / "adapter_config.json").exists():
-        import peft
-
-        model = peft.AutoPeftModelForCausalLM.from_pretrained(path, dtype=torch_dtype).merge_and_unload()
-    else:
+    if not (Path(path) / "adapter_config.json").exists():
         model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
-    return model, transformers.AutoTokenizer.from_pretrained(path)
+        return model, transformers.AutoTokenizer.from_pretrained(path)
+    import peft
+
+    base_path = resolve_model(base or adapter_base(path))
+    model = transformers.AutoModelForCausalLM.from_pretrained(base_path, dtype=torch_dtype)
+    has_tokenizer = (Path(path) / "tokenizer_config.json").exists()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path if has_tokenizer else base_path)
+    if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
+        model.resize_token_embeddings(len(tokenizer))  # tokens added in training (as AutoPeftModel does)
+    return peft.PeftModel.from_pretrained(model, path).merge_and_unload(), tokenizer
+
+
+def adapter_base(path: str) -> str:
+    """The base model an adapter folder names (``base_model_name_or_path`` of its ``adapter_config.json``)."""
+    import json
+
+    config = json.loads((Path(path) / "adapter_config.json").read_text(encoding="utf-8"))
+    name = config.get("base_model_name_or_path")
+    if not name:
+        raise StageError(f"the adapter {path} does not name its base model (no base_model_name_or_path in its "
+                         "adapter_config.json): give it with --policy_base")
+    return name
 
 
 def make_backend(gen: GenerationArguments, model: str, name: str, workdir: Path | None = None,
-                 run: RunArguments | None = None) -> Any:
-    """The generation backend of a policy: a local model (merged if it is an adapter), vLLM, or a server."""
+                 run: RunArguments | None = None, base: str | None = None) -> Any:
+    """The generation backend of a policy: a local model (an adapter merged into ``base``, or the base it names),
+    vLLM, or a server."""
     if gen.backend == "openai":
         from sweet_trl.generation import OpenAIBackend
 
         if gen.force_answer_on_last_turn:
             raise ConfigError("force_answer_on_last_turn needs a local backend (transformers or vllm)")
+        if base is not None:
+            raise ConfigError("policy_base needs a local backend (transformers or vllm): the server merges nothing")
         base_url = gen.policy_base_url or os.environ.get("OPENAI_BASE_URL")
         if not base_url:
             raise StageError("backend 'openai' needs policy_base_url or OPENAI_BASE_URL")
@@ -64,7 +86,7 @@ def make_backend(gen: GenerationArguments, model: str, name: str, workdir: Path 
         if (Path(path) / "adapter_config.json").exists():
             merged = (workdir or Path(path)) / "merged_for_vllm"
             if not (merged / "config.json").exists():
-                model_obj, tokenizer = load_causal_lm(path)
+                model_obj, tokenizer = load_causal_lm(path, base=base)
                 model_obj.save_pretrained(merged)
                 tokenizer.save_pretrained(merged)
             path = str(merged)
@@ -73,7 +95,7 @@ def make_backend(gen: GenerationArguments, model: str, name: str, workdir: Path 
     else:
         from sweet_trl.generation import TransformersBackend
 
-        model_obj, tokenizer = load_causal_lm(path, gen.dtype)
+        model_obj, tokenizer = load_causal_lm(path, gen.dtype, base=base)
         backend = TransformersBackend(model_obj, tokenizer, max_batch_size=max(gen.generation_batch_size, 1),
                                       name=name, max_prompt_tokens=gen.max_prompt_tokens,
                                       prefix_cache_mb=gen.prefix_cache_mb)

@@ -43,7 +43,7 @@ NOT_FINGERPRINTED = {
 # runs computed before them: left out of the fingerprint there, so that finished runs stay valid.
 NEUTRAL_WHEN_ADDED = {"PolicyPairsArguments": {"turns": None}, "CandidateArguments": {"state_turns": None},
                      "MultiTurnDPOConfig": {"nll_coef": 0.0}, "WarmStartArguments": {"adapter": None},
-                     "BestOfNFinetuneConfig": {"top_fraction": 1.0}}
+                     "BestOfNFinetuneConfig": {"top_fraction": 1.0}, "EvaluateArguments": {"policy_base": None}}
 
 
 @dataclass

@@ -17,6 +17,7 @@ from sweet_trl.pipeline.runner import StageContext, StageResult
 from sweet_trl.pipeline_config import (
     CandidateArguments,
     CollectArguments,
+    ConfigError,
     CriticPairsArguments,
     EvaluateArguments,
     GenerationArguments,
@@ -294,12 +295,19 @@ def _evaluate_inputs(args: EvaluateArguments) -> list[str]:
     return [POLICY_STAGES[args.policy]] if args.policy in POLICY_STAGES else []
 
 
+def is_run_policy(policy: str) -> bool:
+    """Whether ``policy`` names a policy of the run (its starting policy or a stage's), rather than one of one's
+    own (a folder, a Hub id, a served model), which needs nothing of the run."""
+    return policy == "zero_shot" or policy in POLICY_STAGES
+
+
 def _evaluate_folder(args: EvaluateArguments) -> str:
     """``evaluate/<policy>`` for the run's own policies; a model given by path or id also gets a short hash,
-    so that two checkpoints with the same folder name do not share results."""
-    if args.policy in POLICY_STAGES or args.policy == "zero_shot":
+    so that two checkpoints with the same folder name do not share results (nor one adapter on two bases)."""
+    if is_run_policy(args.policy):
         return f"evaluate/{args.policy}"
-    digest = hashlib.sha256(args.policy.encode()).hexdigest()[:6]
+    identity = args.policy if args.policy_base is None else f"{args.policy}\x1f{args.policy_base}"
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:6]
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(args.policy.rstrip("/")).name)
     return f"evaluate/{name}-{digest}"
 
@@ -314,9 +322,12 @@ def stage_evaluate(ctx: StageContext, gen: GenerationArguments, args: EvaluateAr
         model, name = str(ctx.input_path(POLICY_STAGES[args.policy], "model")), args.policy
     else:
         model, name = args.policy, args.policy
+    if args.policy_base is not None and is_run_policy(args.policy):
+        raise ConfigError(f"policy_base is for an adapter folder given as --policy, not the run's {args.policy!r}")
     tasks = load_tasks(ctx.run, "eval")
-    ctx.log(f"policy {name} ({model}): {len(tasks)} tasks x {args.eval_episodes_per_task} episodes")
-    backend = models.make_backend(gen, model, name=name, workdir=ctx.dir, run=ctx.run)
+    base = f" on {args.policy_base}" if args.policy_base else ""
+    ctx.log(f"policy {name} ({model}{base}): {len(tasks)} tasks x {args.eval_episodes_per_task} episodes")
+    backend = models.make_backend(gen, model, name=name, workdir=ctx.dir, run=ctx.run, base=args.policy_base)
     result = evaluate(
         backend, tasks=tasks, env_id=ctx.run.env_id, episodes_per_task=args.eval_episodes_per_task,
         seed=args.eval_seed, output_dir=ctx.dir, sampling=sampling_params(gen, args.eval_temperature),
@@ -334,7 +345,8 @@ def stage_evaluate(ctx: StageContext, gen: GenerationArguments, args: EvaluateAr
             outputs["renders"] = renders
     counts = {k: int(result.metrics.get(k) or 0)
               for k in ("episodes", "tasks", "infra_errors", "simulator_errors", "generated_tokens")}
-    return StageResult(counts=counts, metrics=metrics, outputs=outputs, info={"policy": args.policy, "model": model})
+    info = {"policy": args.policy, "model": model, **({"policy_base": args.policy_base} if args.policy_base else {})}
+    return StageResult(counts=counts, metrics=metrics, outputs=outputs, info=info)
 
 
 def _render_pages(ctx: StageContext, records: Sequence[dict[str, Any]], limit: int) -> str | None:

@@ -1,0 +1,217 @@
+"""Two evaluated policies compared paired by task: ``sweet-rl compare EVAL_A EVAL_B``.
+
+    sweet-rl evaluate --config demo_cpu --run_dir runs/mine --eval_tasks my_tasks.jsonl --policy path/to/model
+    sweet-rl evaluate --config demo_cpu --run_dir runs/theirs --eval_tasks my_tasks.jsonl --policy path/to/adapter
+    sweet-rl compare runs/mine runs/theirs [--json comparison.json]
+
+Each side is an evaluation folder (``<run_dir>/evaluate/<policy>/``, where ``sweet-rl evaluate`` writes
+``per_task.json``) or a run folder that holds exactly one. Printed: each policy's success and tests passed (for the
+frontend, its similarity times 100) with percentile-bootstrap intervals over tasks, then B minus A paired by task
+with its interval, in points. The numbers are the study's (:func:`sweet_trl.study.results.policy_entry` and
+:func:`~sweet_trl.study.results.comparison`): a task's score is the mean over its episodes and tasks are resampled,
+so that the difficulty of a task, which both policies share, drops out of the difference.
+
+Policies evaluated on different tasks (other ids, or the same ids with other task texts), in different environments
+or with different similarity metrics are not compared: :class:`ComparisonError` says what differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sweet_trl.study.results import comparison, policy_entry
+from sweet_trl.study.stats import DEFAULT_LEVEL, DEFAULT_SAMPLES
+
+PER_TASK_FILE = "per_task.json"
+METRICS_FILE = "metrics.json"
+TRAJECTORIES_FILE = "trajectories.jsonl"
+# policy_entry keeps success as a fraction and tests passed (the mean reward) in percent; both are printed in percent
+SUCCESS_TO_PERCENT = 100.0
+
+
+class ComparisonError(ValueError):
+    """The folders are not evaluations, or not of the same tasks and environment; the message says which."""
+
+
+@dataclass
+class Evaluation:
+    """One evaluated policy as ``sweet-rl evaluate`` left it: its per-task rows and headline metrics."""
+
+    folder: Path
+    rows: list[dict[str, Any]]
+    metrics: dict[str, Any]
+
+    @property
+    def policy(self) -> str:
+        return str(self.metrics.get("policy") or self.folder.name)
+
+    @property
+    def kind(self) -> str:
+        return str(self.metrics.get("kind") or "backend")
+
+    @property
+    def episodes(self) -> int:
+        return sum(int(row["episodes"]) for row in self.rows)
+
+    @property
+    def score_name(self) -> str:
+        """What ``mean_reward`` is: the share of tests passed (backend) or the page similarity (frontend)."""
+        return "tests passed" if self.kind == "backend" else "similarity x100"
+
+    def task_texts(self) -> dict[str, tuple[str, str]]:
+        """Each task's request and reference as the episodes recorded them (empty without trajectories)."""
+        path = self.folder / TRAJECTORIES_FILE
+        texts: dict[str, tuple[str, str]] = {}
+        if not path.is_file():
+            return texts
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line torn by a killed writer; the evaluation's own files are what is compared
+                task = record.get("task") if isinstance(record, dict) else None
+                if isinstance(task, dict) and record.get("task_id") is not None:
+                    texts[str(record["task_id"])] = (str(task.get("problem_description")),
+                                                     str(task.get("ground_truth")))
+        return texts
+
+
+def find_evaluation_folder(path: str | Path) -> Path:
+    """``path`` itself when it holds ``per_task.json``, else the one evaluation of the run folder ``path``."""
+    path = Path(path)
+    if (path / PER_TASK_FILE).is_file():
+        return path
+    if not path.is_dir():
+        raise ComparisonError(f"{path} does not exist: give an evaluation folder (<run_dir>/evaluate/<policy>) or "
+                              "the run folder of one evaluation")
+    found = sorted(folder for folder in (path / "evaluate").glob("*") if (folder / PER_TASK_FILE).is_file())
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise ComparisonError(f"{path} holds no finished evaluation ({PER_TASK_FILE} in it or in "
+                              f"{path / 'evaluate'}/<policy>): run `sweet-rl evaluate --run_dir {path} ...` first")
+    raise ComparisonError(f"{path} holds {len(found)} evaluations ({', '.join(f.name for f in found)}): name the "
+                          f"one to compare, e.g. {found[0]}")
+
+
+def load_evaluation(path: str | Path) -> Evaluation:
+    """The evaluation in ``path`` (see :func:`find_evaluation_folder`)."""
+    folder = find_evaluation_folder(path)
+    try:
+        rows = json.loads((folder / PER_TASK_FILE).read_text(encoding="utf-8"))
+        metrics_path = folder / METRICS_FILE
+        metrics = json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path.is_file() else {}
+    except (OSError, json.JSONDecodeError) as err:
+        raise ComparisonError(f"{folder}: unreadable evaluation files ({err})") from err
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) and "task_id" in r for r in rows):
+        raise ComparisonError(f"{folder / PER_TASK_FILE} has no per-task rows: is {folder} an evaluation folder?")
+    return Evaluation(folder=folder, rows=rows, metrics=metrics if isinstance(metrics, dict) else {})
+
+
+def intervals(evaluation: Evaluation, samples: int = DEFAULT_SAMPLES, level: float = DEFAULT_LEVEL,
+              seed: int = 0) -> dict[str, Any]:
+    """Success and the score (tests passed) in percent, each ``[mean, low, high]`` over tasks."""
+    entry = policy_entry(evaluation.rows, samples, level, seed)
+    return {
+        "policy": evaluation.policy, "folder": str(evaluation.folder), "tasks": entry["tasks"],
+        "episodes": entry["episodes"],
+        "success": [SUCCESS_TO_PERCENT * v for v in (entry["success_rate"], *entry["success_ci"])],
+        "tests_passed": [entry["tests_passed"], *entry["tests_passed_ci"]],
+    }
+
+
+def check_comparable(a: Evaluation, b: Evaluation) -> None:
+    """Refuse a paired comparison whose pairs would not be the same task scored the same way."""
+    if a.kind != b.kind or (a.metrics.get("env_id") and b.metrics.get("env_id")
+                            and a.metrics["env_id"] != b.metrics["env_id"]):
+        raise ComparisonError(f"A was evaluated in {a.metrics.get('env_id') or a.kind} and B in "
+                              f"{b.metrics.get('env_id') or b.kind}: their scores mean different things")
+    metric_a, metric_b = a.metrics.get("similarity_metric"), b.metrics.get("similarity_metric")
+    if metric_a and metric_b and metric_a != metric_b:
+        raise ComparisonError(f"A is scored with {metric_a} similarity and B with {metric_b}: different scales")
+    tasks_a, tasks_b = {str(r["task_id"]) for r in a.rows}, {str(r["task_id"]) for r in b.rows}
+    if tasks_a != tasks_b:
+        only_a, only_b = sorted(tasks_a - tasks_b), sorted(tasks_b - tasks_a)
+        raise ComparisonError(
+            f"A and B were evaluated on different tasks (A {len(tasks_a)}, B {len(tasks_b)}, "
+            f"{len(tasks_a & tasks_b)} in common; only in A: {only_a[:3]}, only in B: {only_b[:3]}): a paired "
+            "comparison needs the same tasks; evaluate both with the same --eval_tasks and --max_eval_tasks")
+    texts_a, texts_b = a.task_texts(), b.task_texts()
+    changed = sorted(task for task in set(texts_a) & set(texts_b) if texts_a[task] != texts_b[task])
+    if changed:
+        raise ComparisonError(f"A and B were evaluated on tasks of the same ids but other texts ({len(changed)} "
+                              f"tasks, e.g. {changed[:3]}): evaluate both on the same task file")
+
+
+def compare(a: Evaluation, b: Evaluation, samples: int = DEFAULT_SAMPLES, level: float = DEFAULT_LEVEL,
+            seed: int = 0) -> dict[str, Any]:
+    """Each side's intervals and ``B - A`` paired by task (``[mean, low, high]`` in points)."""
+    check_comparable(a, b)
+    difference = comparison(b.rows, a.rows, samples, level, seed)
+    scale = {"success": SUCCESS_TO_PERCENT, "tests_passed": 1.0}  # comparison() keeps the units of policy_entry
+    return {
+        "a": intervals(a, samples, level, seed), "b": intervals(b, samples, level, seed),
+        "b_minus_a": {metric: [scale[metric] * v for v in (d["difference"], *d["ci"])]
+                      for metric, d in difference.items()},
+        "tasks": len(a.rows), "kind": a.kind, "score_name": a.score_name, "level": level, "samples": samples,
+    }
+
+
+def _triple(values: Sequence[float], sign: str = "") -> str:
+    mean, low, high = values
+    return f"{mean:{sign}.1f} [{low:{sign}.1f}, {high:{sign}.1f}]"
+
+
+def format_evaluation(evaluation: Evaluation, summary: Mapping[str, Any], level: float = DEFAULT_LEVEL) -> str:
+    """``success 12.5 [0.0, 37.5] %   tests passed 40.0 [20.0, 60.0] %`` with the tasks and episodes counted."""
+    return (f"{evaluation.policy} ({evaluation.folder}): success {_triple(summary['success'])} %   "
+            f"{evaluation.score_name} {_triple(summary['tests_passed'])} %   "
+            f"({summary['tasks']} tasks, {summary['episodes']} episodes; {level:.0%} intervals over tasks)")
+
+
+def format_comparison(result: Mapping[str, Any], a: Evaluation, b: Evaluation) -> str:
+    score = result["score_name"]
+    diff = result["b_minus_a"]
+    return "\n".join([
+        f"A: {format_evaluation(a, result['a'], result['level'])}",
+        f"B: {format_evaluation(b, result['b'], result['level'])}",
+        f"B minus A, paired by task ({result['tasks']} tasks): success {_triple(diff['success'], '+')} points   "
+        f"{score} {_triple(diff['tests_passed'], '+')} points",
+    ])
+
+
+def main(argv: Sequence[str] | None = None, stream: Any = None) -> int:
+    """``sweet-rl compare EVAL_A EVAL_B``; raises :class:`ComparisonError` on folders it cannot compare."""
+    parser = argparse.ArgumentParser(
+        prog="sweet-rl compare",
+        description="Two evaluated policies, paired by task: success and tests passed of each with intervals over "
+                    "tasks, and B minus A with its interval.")
+    parser.add_argument("a", type=Path, metavar="EVAL_A",
+                        help="an evaluation folder (<run_dir>/evaluate/<policy>) or a run folder holding one")
+    parser.add_argument("b", type=Path, metavar="EVAL_B", help="the other one, evaluated on the same tasks")
+    parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="bootstrap resamples of the tasks")
+    parser.add_argument("--confidence", type=float, default=DEFAULT_LEVEL, help="level of the intervals")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    parser.add_argument("--json", type=Path, help="also write the numbers to this file")
+    # Every command takes the precision options (`$(python -m sweet_trl.precision)`); a comparison loads no model.
+    for option in ("--bf16", "--fp16"):
+        parser.add_argument(option, nargs="?", const="true", help=argparse.SUPPRESS)
+    parser.add_argument("--dtype", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    a, b = load_evaluation(args.a), load_evaluation(args.b)
+    result = compare(a, b, samples=args.samples, level=args.confidence, seed=args.seed)
+    print(format_comparison(result, a, b), file=stream or sys.stdout, flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+__all__ = ["ComparisonError", "Evaluation", "check_comparable", "compare", "find_evaluation_folder",
+           "format_comparison", "format_evaluation", "intervals", "load_evaluation", "main"]
