@@ -16,6 +16,7 @@
     sweet-rl compare           EVAL_A EVAL_B                               # two evaluations, paired by task
     sweet-rl baseline rft|mtdpo|zero-shot --config run.yaml                # the paper's baselines
     sweet-rl report            --config run.yaml                           # <run_dir>/report.html
+    sweet-rl credit            --config study_cpu --run_dir runs/study_cpu # critics against Monte Carlo returns
     sweet-rl configs [NAME]                                                # the shipped configs; print one
 
 Every stage takes the same YAML file (shared keys and a section per stage, see
@@ -183,6 +184,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             if config_path is None:
                 raise pipeline.ConfigError("study needs --config: a file, or a shipped name (sweet-rl configs)")
             run_study(config_path, rest)
+        elif command == "credit" and ("-h" in rest or "--help" in rest):
+            from sweet_trl.study.credit import command as credit
+
+            print(textwrap.dedent("    " + credit.__doc__))
+            pipeline.make_parser([credit.CreditArguments], prog="sweet-rl credit (--credit.<option>)").print_help()
+        elif command == "credit":
+            from sweet_trl.study.credit.command import run_credit
+
+            if config_path is None:
+                raise pipeline.ConfigError("credit needs --config: the study run's configuration")
+            run_credit(config_path, rest)
         elif command == "report":
             pipeline.report_command(config_path, rest)
         else:
