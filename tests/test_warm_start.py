@@ -17,6 +17,7 @@ from helpers_tiny_models import save_tiny_model
 from colbench_gym.tasks.procedural import (
     TRAIN_TEMPLATES,
     UNSEEN_TEMPLATES,
+    VALIDATION_UNSEEN_TEMPLATES,
     WARM_START_TEMPLATES,
     check_warm_start_pool,
     load_procedural,
@@ -56,14 +57,21 @@ def test_the_pool_shares_no_template_function_or_request_with_train_and_test():
 def test_an_overlapping_pool_or_a_train_template_is_refused_by_name():
     import dataclasses
 
-    with pytest.raises(ValueError, match=r"overlaps the train/test templates: late_fee \(function of late_fee\), "
+    with pytest.raises(ValueError, match=r"overlaps the train, validation or test templates: late_fee \(function of "
+                                         r"late_fee\), "
                                          r"late_fee \(name of late_fee\), late_fee \(request of late_fee\)"):
         check_warm_start_pool([TRAIN_TEMPLATES[0]])
     renamed = dataclasses.replace(TRAIN_TEMPLATES[0], name="overdue_fee", request="Another request.", question="?")
     with pytest.raises(ValueError, match=r"templates: overdue_fee \(function of late_fee\); warm-start dialogues"):
         check_warm_start_pool([*WARM_START_TEMPLATES, renamed])
-    with pytest.raises(ValueError, match=r"\['is_adult'\] are train/test templates"):
+    with pytest.raises(ValueError, match=r"\['is_adult'\] are train, validation or test templates"):
         warm_start_tasks(10, templates=["taxi_fare", "is_adult"])
+    # the validation split's own unseen templates are held out from the warm start as the test's are
+    with pytest.raises(ValueError, match=r"overlaps the train, validation or test templates: initials \(function of "
+                                         r"initials\), initials \(name of initials\), initials \(request of "):
+        check_warm_start_pool([dataclasses.replace(VALIDATION_UNSEEN_TEMPLATES[2], question="?")])
+    with pytest.raises(ValueError, match=r"\['initials'\] are train, validation or test templates"):
+        warm_start_tasks(10, templates=["taxi_fare", "initials"])
     with pytest.raises(ValueError, match="unknown warm-start templates"):
         warm_start_tasks(10, templates=["taxi_fares"])
     with pytest.raises(ValueError, match="make only 4 distinct"):

@@ -6,8 +6,8 @@
 * a path to a JSONL file in the ColBench row format;
 * a list of rows (dicts) or task objects;
 * ``"hub:train"`` / ``"hub:test"``: the ColBench files on the Hub (``facebook/collaborative_agent_bench``);
-* ``"procedural:train"`` / ``"procedural:test"``: generated one-line tasks for small models
-  (:mod:`colbench_gym.tasks.procedural`; backend only).
+* ``"procedural:train"`` / ``"procedural:validation"`` / ``"procedural:test"`` (and ``"procedural:warm_start"``):
+  generated one-line tasks for small models (:mod:`colbench_gym.tasks.procedural`; backend only).
 """
 
 from __future__ import annotations

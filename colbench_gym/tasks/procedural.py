@@ -10,8 +10,9 @@ Splits, deterministic for a seed::
 
     import gymnasium as gym
     import colbench_gym
-    env = gym.make("ColBench-Backend-v0", tasks="procedural:train")   # 400 tasks, 20 templates
-    env = gym.make("ColBench-Backend-v0", tasks="procedural:test")    # 80 tasks: 48 seen templates, 32 unseen
+    env = gym.make("ColBench-Backend-v0", tasks="procedural:train")        # 400 tasks, 20 templates
+    env = gym.make("ColBench-Backend-v0", tasks="procedural:validation")   # 80 tasks: 48 seen templates, 32 unseen
+    env = gym.make("ColBench-Backend-v0", tasks="procedural:test")         # 80 tasks: 48 seen templates, 32 unseen
 
     from colbench_gym.tasks.procedural import generate_tasks
     rows = generate_tasks(count=50, split="test", seed=3, templates="unseen")
@@ -19,10 +20,19 @@ Splits, deterministic for a seed::
 Test tasks use hidden values that no training task uses (each value pool is split: every fourth value is for
 test only), and the ``unseen`` part comes from templates that never appear in training; ``task_id`` says which
 part a task belongs to (``proc-test-seen-...`` / ``proc-test-unseen-...``), as does ``row["template"]``.
+
 They are hard for a 135M model: SmolLM2-135M-Instruct with two turns and a forced answer passes every test on 0 of
 40 test tasks greedily (14% of the tests), and on 2 of 40 (17%) when its first turn is a plain question instead of
 a guessed function. It hears the decisive fact and fails to use it (it resubmits its first guess, or keeps its own
 greeting), which is what a critic that reads the reference can rank.
+
+The validation split is for choosing a method's settings (rounds, learning rate, ...) without reading the test
+tasks, and is built like the test split: its seen part uses hidden values that each train template reserves for
+validation (``Template.validation_values``: values outside the template's pools, so no train or test task of any
+seed can hold them; a two-way choice such as ``>`` or ``>=`` has no value left to reserve and is drawn whole), and its
+unseen part comes from :data:`VALIDATION_UNSEEN_TEMPLATES`, templates of its own that share no name, function or
+request with the train, test or warm-start templates (``proc-validation-seen-...`` /
+``proc-validation-unseen-...``). The train and test rows are the same as before the validation split existed.
 """
 
 from __future__ import annotations
@@ -31,13 +41,15 @@ import hashlib
 import itertools
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Split = Literal["train", "test"]
+Split = Literal["train", "validation", "test"]
+SPLITS: tuple[Split, ...] = ("train", "validation", "test")
 TRAIN_TASKS = 400
 TEST_TASKS = 80
-TEST_UNSEEN_FRACTION = 0.4
+VALIDATION_TASKS = 80
+TEST_UNSEEN_FRACTION = 0.4  # of the test split's tasks, and of the validation split's alike
 WARM_START_TASKS = 400
 SIGNATURE_MARKER = "The signature of the function is: "
 
@@ -49,6 +61,8 @@ class Template:
     ``code`` and ``request`` are :meth:`str.format` templates over the hidden values (the request must not use
     them); ``calls(values)`` gives the ten test calls, chosen to straddle every hidden value. ``question`` (the
     warm-start pool's templates only) is what an expert asks: one question that names every hidden detail.
+    ``validation_values`` (the train templates only) holds, for some of the pools, values that only the
+    validation split uses: none of them may be in its pool, which train and test draw from.
     """
 
     name: str
@@ -57,10 +71,32 @@ class Template:
     pools: dict[str, Sequence[Any]]
     calls: Callable[[dict[str, Any]], list[str]]
     question: str = ""
+    validation_values: dict[str, Sequence[Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Checked at construction, so that no edit of a pool can hand a validation value to train or test.
+        for pool_name, values in self.validation_values.items():
+            if pool_name not in self.pools:
+                raise ValueError(f"template {self.name}: validation values for {pool_name!r}, which is not one of its "
+                                 f"pools {list(self.pools)}")
+            if not values:
+                raise ValueError(f"template {self.name}: no validation values for {pool_name!r}")
+            in_pool = [v for v in values if v in self.pools[pool_name]]
+            if in_pool:
+                raise ValueError(f"template {self.name}: validation values {in_pool} of {pool_name!r} are in its pool, "
+                                 "which train and test draw from")
 
     def values_for(self, split: Split, whole_pools: bool = False) -> list[dict[str, Any]]:
-        """Every combination of hidden values of a split: test draws from every fourth pool value only (the
-        unseen templates, never in train, from ``whole_pools``)."""
+        """Every combination of hidden values of a split: test draws from every fourth pool value only, train from
+        the others (the unseen templates, never in train, from ``whole_pools``). Validation draws from the template's
+        ``validation_values`` where it has them and from the whole pool elsewhere (a two-way choice such as ``>``
+        or ``>=``), so each validation combination holds a value no train or test combination holds."""
+        if split == "validation" and not whole_pools:
+            if not self.validation_values:
+                raise ValueError(f"template {self.name} reserves no validation values: its validation tasks would "
+                                 "repeat train or test tasks")
+            pools = [list(dict.fromkeys(self.validation_values.get(name, pool))) for name, pool in self.pools.items()]
+            return [dict(zip(self.pools, combo)) for combo in itertools.product(*pools)]
         if whole_pools:
             keep = lambda i: True
         else:
@@ -102,96 +138,112 @@ TRAIN_TEMPLATES: tuple[Template, ...] = (
              "def late_fee(days_late):\n    # fee per day late\n    return days_late * {rate}",
              {"rate": (0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 4.5,
                        5, 6, 7, 8, 9, 10, 12)},
-             lambda v: _calls("late_fee", 0, 1, 2, 3, 5, 7, 10, 14, 30, 100)),
+             lambda v: _calls("late_fee", 0, 1, 2, 3, 5, 7, 10, 14, 30, 100),
+             validation_values={"rate": (0.35, 1.1, 2.75)}),
     Template("is_adult",
              "Our sign-up form must check whether a person is old enough. Write a function for it.",
              "def is_adult(age):\n    return age {op} {limit}",
              {"op": (">=", ">", ">=", ">"), "limit": (13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 30, 35)},
-             lambda v: _calls("is_adult", *_around(v["limit"], 0, 5, 12, 30, 60, 99, 13))),
+             lambda v: _calls("is_adult", *_around(v["limit"], 0, 5, 12, 30, 60, 99, 13)),
+             validation_values={"limit": (27, 28, 32)}),
     Template("sale_price",
              "The shop runs a sale on everything. Write a function that gives the price after the discount.",
              "def sale_price(price):\n    # percent off during the sale\n    return round(price * (1 - {percent} / 100), 2)",
              {"percent": (5, 8, 10, 12, 15, 18, 20, 22, 25, 30, 33, 35, 40, 45, 50, 55, 60, 65, 70, 75)},
-             lambda v: _calls("sale_price", 0, 1, 9.99, 10, 20, 49.5, 100, 120, 250, 999)),
+             lambda v: _calls("sale_price", 0, 1, 9.99, 10, 20, 49.5, 100, 120, 250, 999),
+             validation_values={"percent": (16, 28, 48)}),
     Template("greet",
              "Our app shows a greeting when a user logs in. Write a function that makes the greeting text.",
              "def greet(name):\n    return f'{word}, {{name}}{mark}'",
              {"word": ("Hello", "Hi", "Welcome", "Hey", "Good day", "Greetings", "Howdy", "Welcome back"),
               "mark": ("!", ".", "!!", "")},
-             lambda v: _calls("greet", "Ann", "Bob", "Chen", "Dana", "Eve", "Finn", "Gus", "Hal", "Ida", "Jo")),
+             lambda v: _calls("greet", "Ann", "Bob", "Chen", "Dana", "Eve", "Finn", "Gus", "Hal", "Ida", "Jo"),
+             validation_values={"word": ("Good morning", "Hiya", "Hello there"), "mark": ("!!!", " :)")}),
     Template("password_ok",
              "Our site needs a check that a new password is long enough. Write the check.",
              "def password_ok(password):\n    return len(password) {op} {length}",
              {"op": (">=", ">", ">=", ">"), "length": (6, 7, 8, 9, 10, 11, 12, 14, 16)},
-             lambda v: _calls("password_ok", *["x" * n for n in _around(int(v["length"]), 0, 3, 5, 20, 24, 30, 40)])),
+             lambda v: _calls("password_ok", *["x" * n for n in _around(int(v["length"]), 0, 3, 5, 20, 24, 30, 40)]),
+             validation_values={"length": (13, 15, 18)}),
     Template("exam_result",
              "Our school needs to know whether a student passed an exam. Write a function that says so.",
              "def exam_result(score):\n    if score {op} {pass_mark}:\n        return 'pass'\n    return 'fail'",
              {"op": (">=", ">", ">=", ">"), "pass_mark": (40, 45, 50, 51, 55, 60, 65, 66, 70, 75, 80, 85)},
-             lambda v: _calls("exam_result", *_around(v["pass_mark"], 0, 10, 30, 90, 100, 99, 1))),
+             lambda v: _calls("exam_result", *_around(v["pass_mark"], 0, 10, 30, 90, 100, 99, 1)),
+             validation_values={"pass_mark": (35, 58, 72)}),
     Template("tip_amount",
              "Our restaurant's till should suggest a tip for a bill. Write a function for the tip.",
              "def tip_amount(bill):\n    # tip rate, rounded to cents\n    return round(bill * {rate}, 2)",
              {"rate": (0.05, 0.06, 0.08, 0.1, 0.11, 0.12, 0.125, 0.14, 0.15, 0.16, 0.18, 0.2, 0.22, 0.24, 0.25, 0.3, 0.32,
                        0.35, 0.4, 0.45)},
-             lambda v: _calls("tip_amount", 0, 1, 10, 12.5, 20, 33.3, 47.8, 100, 150, 1000)),
+             lambda v: _calls("tip_amount", 0, 1, 10, 12.5, 20, 33.3, 47.8, 100, 150, 1000),
+             validation_values={"rate": (0.13, 0.17, 0.28)}),
     Template("order_code",
              "Our warehouse labels every order with a code made from its number. Write the function that makes "
              "the code.",
              "def order_code(number):\n    return f'{prefix}-{{number:0{width}d}}'",
              {"prefix": ("ORD", "INV", "PO", "SO", "REF", "WH", "SHP", "ID"), "width": (3, 4, 5, 6)},
-             lambda v: _calls("order_code", 1, 7, 42, 99, 100, 512, 1234, 99999, 5, 0)),
+             lambda v: _calls("order_code", 1, 7, 42, 99, 100, 512, 1234, 99999, 5, 0),
+             validation_values={"prefix": ("BOX", "PKG", "TRK"), "width": (7, 8)}),
     Template("parking_fee",
              "Our car park charges by the hour, with a minimum charge. Write a function for the fee.",
              "def parking_fee(hours):\n    # hourly rate, never below the minimum charge\n"
              "    return max({minimum}, hours * {rate})",
              {"minimum": (1, 2, 3, 4, 5, 6, 8, 10), "rate": (0.5, 1, 1.5, 2, 2.5, 3, 4, 5)},
-             lambda v: _calls("parking_fee", 0, 1, 2, 4, 6, 10, 16, 25, 40, 100)),
+             lambda v: _calls("parking_fee", 0, 1, 2, 4, 6, 10, 16, 25, 40, 100),
+             validation_values={"minimum": (7, 12), "rate": (0.75, 3.5)}),
     Template("cap_score",
              "Our game shows a player's score but no score may go above a limit. Write the function that shows "
              "it.",
              "def cap_score(score):\n    # the highest score ever shown\n    return min(score, {cap})",
              {"cap": (50, 60, 80, 90, 99, 100, 120, 128, 150, 200, 250, 255, 300, 400, 500, 750, 800, 999, 1000, 2000, 5000,
                       9999)},
-             lambda v: _calls("cap_score", *_around(v["cap"], 0, 10, 49, 101, 1001, 10000, 123456))),
+             lambda v: _calls("cap_score", *_around(v["cap"], 0, 10, 49, 101, 1001, 10000, 123456)),
+             validation_values={"cap": (75, 350, 1500)}),
     Template("heat_alert",
              "Our weather station must say whether it is too hot outside. Write a function that gives the alert "
              "level.",
              "def heat_alert(temperature):\n    if temperature {op} {limit}:\n        return 'hot'\n    return 'ok'",
              {"op": (">", ">=", ">", ">="), "limit": (25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 38, 40)},
-             lambda v: _calls("heat_alert", *_around(v["limit"], -5, 0, 20, 45, 50, 24, 41))),
+             lambda v: _calls("heat_alert", *_around(v["limit"], -5, 0, 20, 45, 50, 24, 41)),
+             validation_values={"limit": (36, 37, 39)}),
     Template("reward_points",
              "Our loyalty card gives points for money spent. Write a function that gives the points for a "
              "purchase.",
              "def reward_points(amount):\n    # one point for every full step of money spent\n"
              "    return int(amount // {step})",
              {"step": (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 100)},
-             lambda v: _calls("reward_points", 0, 1, 4.99, 10, 19.9, 25, 49, 100, 333, 1000)),
+             lambda v: _calls("reward_points", 0, 1, 4.99, 10, 19.9, 25, 49, 100, 333, 1000),
+             validation_values={"step": (7, 18, 75)}),
     Template("speed_fine",
              "The city wants a function that gives the fine for driving too fast. Write it.",
              "def speed_fine(speed):\n    if speed <= {limit}:\n        return 0\n"
              "    # fine for every unit above the limit\n    return (speed - {limit}) * {per_unit}",
              {"limit": (30, 40, 50, 60, 70, 80, 90, 100), "per_unit": (2, 3, 5, 10, 15, 20, 25, 50)},
-             lambda v: _calls("speed_fine", *_around(v["limit"], 0, 20, 75, 110, 130, 150, 45))),
+             lambda v: _calls("speed_fine", *_around(v["limit"], 0, 20, 75, 110, 130, 150, 45)),
+             validation_values={"limit": (35, 55, 65), "per_unit": (4, 8, 12)}),
     Template("round_to_step",
              "Our pricing tool rounds prices to the nearest step. Write the rounding function.",
              "def round_to_step(value):\n    return round(value / {step}) * {step}",
              {"step": (2, 3, 4, 5, 6, 8, 10, 15, 20, 25, 50, 100, 7, 12, 30, 40)},
-             lambda v: _calls("round_to_step", 0, 1, 7, 13, 18, 33, 49, 76, 101, 999)),
+             lambda v: _calls("round_to_step", 0, 1, 7, 13, 18, 33, 49, 76, 101, 999),
+             validation_values={"step": (9, 11, 60)}),
     Template("age_group",
              "Our survey sorts people into age groups. Write a function that gives the group for an age.",
              "def age_group(age):\n    if age < {young}:\n        return 'child'\n    if age < {old}:\n"
              "        return 'adult'\n    return 'senior'",
              {"young": (10, 12, 13, 14, 15, 16, 18, 21), "old": (55, 60, 62, 65, 67, 70, 75, 80)},
              lambda v: _calls("age_group", 0, v["young"] - 1, v["young"], v["young"] + 1, 40, v["old"] - 1,
-                              v["old"], v["old"] + 1, 90, 30)),
+                              v["old"], v["old"] + 1, 90, 30),
+             validation_values={"young": (11, 17), "old": (58, 72)}),
     Template("make_slug",
              "Our blog turns post titles into web addresses. Write a function that makes the address part from a "
              "title.",
              "def make_slug(title):\n    return title.{case}().replace(' ', '{sep}')",
              {"case": ("lower", "upper", "lower", "lower"), "sep": ("-", "_", ".", "+", "", "~", ":", "--")},
              lambda v: _calls("make_slug", "Hello World", "My First Post", "a b c", "Tea Time", "One",
-                              "Big News Today", "x y", "Summer Sale Now", "Hi There", "Go Team Go")),
+                              "Big News Today", "x y", "Summer Sale Now", "Hi There", "Go Team Go"),
+             validation_values={"case": ("title", "capitalize"), "sep": ("__", "=")}),
     Template("shorten",
              "Our notification panel has little room, so long messages must be cut. Write the function that "
              "shortens a message.",
@@ -201,26 +253,30 @@ TRAIN_TEMPLATES: tuple[Template, ...] = (
                                                                    "(cut)")},
              lambda v: _calls("shorten", "", "hi", "hello", "a" * v["limit"], "b" * (v["limit"] + 1),
                               "The quick brown fox jumps", "x" * 40, "short text", "ab cd ef gh ij kl mn op",
-                              "c" * (v["limit"] - 1))),
+                              "c" * (v["limit"] - 1)),
+             validation_values={"limit": (6, 18), "ellipsis": (" >>", "*")}),
     Template("pin_valid",
              "Our bank app must check that a PIN has the right form. Write the check.",
              "def pin_valid(pin):\n    return len(pin) == {digits} and pin.isdigit()",
              {"digits": (3, 4, 5, 6, 7, 8, 9, 10)},
              lambda v: _calls("pin_valid", "1" * v["digits"], "2" * (v["digits"] - 1), "3" * (v["digits"] + 1),
-                              "12a4", "", "0" * v["digits"], "9876543210", "1234", "123456", "a" * v["digits"])),
+                              "12a4", "", "0" * v["digits"], "9876543210", "1234", "123456", "a" * v["digits"]),
+             validation_values={"digits": (11, 12)}),
     Template("sales_bonus",
              "Our sales team earns a bonus when they sell enough. Write a function that gives a seller's bonus.",
              "def sales_bonus(sales):\n    if sales {op} {target}:\n        # share of the sales paid as bonus\n"
              "        return sales * {rate}\n    return 0",
              {"op": (">=", ">", ">=", ">"), "target": (1000, 2000, 2500, 5000, 10000),
               "rate": (0.01, 0.02, 0.05, 0.1)},
-             lambda v: _calls("sales_bonus", *_around(v["target"], 0, 500, 20000, 7500, 3000, 12000, 100000))),
+             lambda v: _calls("sales_bonus", *_around(v["target"], 0, 500, 20000, 7500, 3000, 12000, 100000)),
+             validation_values={"target": (1500, 4000, 8000), "rate": (0.03, 0.15)}),
     Template("water_goal",
              "Our health app suggests how much water to drink a day from body weight. Write the function.",
              "def water_goal(weight_kg):\n    # millilitres per kilogram, given in litres with one decimal\n"
              "    return round(weight_kg * {ml_per_kg} / 1000, 1)",
              {"ml_per_kg": (25, 26, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 40, 42, 45)},
-             lambda v: _calls("water_goal", 0, 10, 45, 50, 60, 72.5, 80, 95, 110, 150)),
+             lambda v: _calls("water_goal", 0, 10, 45, 50, 60, 72.5, 80, 95, 110, 150),
+             validation_values={"ml_per_kg": (27, 39, 44)}),
 )
 
 UNSEEN_TEMPLATES: tuple[Template, ...] = (
@@ -255,6 +311,49 @@ UNSEEN_TEMPLATES: tuple[Template, ...] = (
              "    return {base} + int(distance_km // {step})",
              {"base": (1, 2, 3, 1, 2, 3, 4, 5), "step": (100, 150, 200, 250, 300, 400, 500, 1000)},
              lambda v: _calls("delivery_days", 0, 50, 99, 100, 250, 499, 800, 1000, 2500, 4000)),
+)
+
+# The validation split's own unseen templates: the same kinds of decisive details as the test's unseen ones, and no
+# template, function or request shared with any other split or with the warm-start pool, so that settings chosen on
+# them carry no knowledge of a test template.
+VALIDATION_UNSEEN_TEMPLATES: tuple[Template, ...] = (
+    Template("bag_too_heavy",
+             "Our airline's check-in must flag a suitcase that weighs too much. Write the check.",
+             "def bag_too_heavy(weight_kg):\n    return weight_kg {op} {limit}",
+             {"op": (">", ">=", ">", ">="), "limit": (18, 20, 22, 23, 25, 28, 30, 32)},
+             lambda v: _calls("bag_too_heavy", *_around(v["limit"], 0, 5, 10, 40, 50, 15, 45))),
+    Template("electricity_cost",
+             "Our energy app shows what the electricity a home used costs. Write a function for the cost.",
+             "def electricity_cost(kwh):\n    # price per kilowatt-hour, rounded to cents\n"
+             "    return round(kwh * {price}, 2)",
+             {"price": (0.12, 0.15, 0.18, 0.2, 0.22, 0.25, 0.28, 0.3, 0.35, 0.4)},
+             lambda v: _calls("electricity_cost", 0, 1, 7, 10, 12.5, 55.5, 100, 250, 333, 1000)),
+    Template("initials",
+             "Our chat app shows a person's initials in a small circle. Write the function that makes them from a "
+             "full name.",
+             "def initials(name):\n    return '{sep}'.join(word[0].upper() for word in name.split()) + '{end}'",
+             {"sep": ("", ".", " ", "-", "/", ". "), "end": ("", ".")},
+             lambda v: _calls("initials", "Ann Lee", "bob ray smith", "Chen Wu", "dana", "Eve Marie Ng", "Finn O",
+                              "gus x", "Hal Jordan", "ida may belle", "Jo")),
+    Template("membership_tier",
+             "Our shop's loyalty program puts customers in a tier by what they spent this year. Write the function "
+             "that gives the tier.",
+             "def membership_tier(spent):\n    if spent >= {gold}:\n        return 'gold'\n    if spent >= {silver}:\n"
+             "        return 'silver'\n    return 'basic'",
+             {"gold": (500, 750, 1000, 1500, 2000), "silver": (100, 150, 200, 250, 300)},
+             lambda v: _calls("membership_tier", 0, v["silver"] - 1, v["silver"], v["silver"] + 1, v["gold"] - 1,
+                              v["gold"], v["gold"] + 1, 5000, 50, 400)),
+    Template("cooking_time",
+             "Our recipe app tells how long to roast a joint of meat from its weight. Write the function.",
+             "def cooking_time(weight_kg):\n    # minutes per kilogram plus resting minutes, rounded to whole minutes\n"
+             "    return round(weight_kg * {per_kg} + {rest})",
+             {"per_kg": (20, 25, 30, 35, 40, 45), "rest": (0, 5, 10, 15, 20)},
+             lambda v: _calls("cooking_time", 0, 0.5, 1, 1.25, 2, 2.5, 3, 4.2, 5, 7)),
+    Template("duration_text",
+             "Our music player shows how long a song is. Write the function that turns seconds into the text.",
+             "def duration_text(seconds):\n    return f'{{seconds // 60}}{sep}{{seconds % 60:0{width}d}}'",
+             {"sep": (":", ".", "m ", " min "), "width": (1, 2)},
+             lambda v: _calls("duration_text", 0, 5, 59, 60, 65, 125, 600, 3599, 61, 9)),
 )
 
 # The warm-start pool: expert dialogues for supervised fine-tuning before RL (sweet_trl.warm_start) come from these
@@ -411,9 +510,14 @@ WARM_START_TEMPLATES: tuple[Template, ...] = (
 # fmt: on
 
 
+UNSEEN_OF_SPLIT: dict[str, tuple[Template, ...]] = {"train": (), "validation": VALIDATION_UNSEEN_TEMPLATES,
+                                                    "test": UNSEEN_TEMPLATES}
+
+
 def _templates(names: str | Sequence[str] | None, split: Split) -> tuple[list[Template], list[Template]]:
-    """(seen, unseen) templates for a split; ``names`` picks "seen", "unseen" or template names."""
-    seen, unseen = list(TRAIN_TEMPLATES), list(UNSEEN_TEMPLATES) if split == "test" else []
+    """(seen, unseen) templates for a split; ``names`` picks "seen", "unseen" or template names. A split's unseen
+    templates are its own: naming another split's is refused."""
+    seen, unseen = list(TRAIN_TEMPLATES), list(UNSEEN_OF_SPLIT[split])
     if names is None:
         return seen, unseen
     if names == "seen":
@@ -421,16 +525,19 @@ def _templates(names: str | Sequence[str] | None, split: Split) -> tuple[list[Te
     if names == "unseen":
         if split == "train":
             raise ValueError("the unseen templates never appear in the train split")
-        return [], list(UNSEEN_TEMPLATES)
+        return [], unseen
     wanted = [names] if isinstance(names, str) else list(names)
-    known = {t.name: t for t in TRAIN_TEMPLATES + UNSEEN_TEMPLATES}
+    known = {t.name: t for t in TRAIN_TEMPLATES + UNSEEN_TEMPLATES + VALIDATION_UNSEEN_TEMPLATES}
     unknown = [n for n in wanted if n not in known]
     if unknown:
         raise ValueError(f"unknown procedural templates {unknown}; choose from {sorted(known)}")
-    if split == "train" and any(known[n] in UNSEEN_TEMPLATES for n in wanted):
+    elsewhere = [n for n in wanted if known[n] not in TRAIN_TEMPLATES and known[n] not in unseen]
+    if elsewhere and split == "train":
         raise ValueError("the unseen templates never appear in the train split")
-    return [known[n] for n in wanted if known[n] in TRAIN_TEMPLATES], [known[n] for n in wanted
-                                                                       if known[n] in UNSEEN_TEMPLATES]
+    if elsewhere:
+        raise ValueError(f"templates {elsewhere} are unseen templates of another split; the {split} split's own are "
+                         f"{[t.name for t in unseen]}")
+    return [known[n] for n in wanted if known[n] in TRAIN_TEMPLATES], [known[n] for n in wanted if known[n] in unseen]
 
 
 def _draw(templates: Sequence[Template], count: int, split: Split, part: str, rng: random.Random
@@ -459,12 +566,13 @@ def generate_tasks(count: int, split: Split = "train", seed: int = 0,
                    templates: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
     """``count`` distinct task rows of a split, deterministic for ``seed``.
 
-    The test split holds seen templates (hidden values no train task uses) and, unless ``templates`` says
-    otherwise, ``TEST_UNSEEN_FRACTION`` of tasks from templates that train never uses, interleaved so that a
-    prefix keeps the proportion. Asking for more tasks than the templates can make distinct raises ValueError.
+    The test and validation splits hold seen templates (hidden values no train task uses; validation's are
+    values no test task uses either) and, unless ``templates`` says otherwise, ``TEST_UNSEEN_FRACTION`` of tasks
+    from unseen templates (each split its own, which train never uses), interleaved so that a prefix keeps the
+    proportion. Asking for more tasks than the templates can make distinct raises ValueError.
     """
-    if split not in ("train", "test"):
-        raise ValueError(f"procedural split must be 'train' or 'test', got {split!r}")
+    if split not in SPLITS:
+        raise ValueError(f"procedural split must be one of {list(SPLITS)}, got {split!r}")
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise ValueError(f"count must be a positive int, got {count!r}")
     rng = random.Random(f"{seed}-{split}")
@@ -484,22 +592,27 @@ def generate_tasks(count: int, split: Split = "train", seed: int = 0,
     return merged
 
 
-def check_warm_start_pool(templates: Sequence[Template]) -> None:
-    """Refuse a warm-start pool that shares anything with the train or test templates: a template name, a function
-    name or a request. Imitating such a template would teach the policy a test task's structure before it is
-    evaluated."""
-    held = TRAIN_TEMPLATES + UNSEEN_TEMPLATES
+def template_clashes(templates: Sequence[Template], others: Sequence[Template]) -> list[str]:
+    """What ``templates`` share with ``others``: a template name, a function name or a request, as
+    ``"<template> (<what> of <other>)"``, sorted; empty when they are disjoint."""
     function = lambda t: t.code.split("(", 1)[0].removeprefix("def ").strip()
-    clashes = sorted(
+    return sorted(
         f"{mine.name} ({what} of {theirs.name})"
-        for mine in templates for theirs in held
+        for mine in templates for theirs in others
         for what, same in (("name", mine.name == theirs.name), ("function", function(mine) == function(theirs)),
                            ("request", mine.request == theirs.request))
         if same
     )
+
+
+def check_warm_start_pool(templates: Sequence[Template]) -> None:
+    """Refuse a warm-start pool that shares anything with the train, validation or test templates: a template name,
+    a function name or a request. Imitating such a template would teach the policy a held-out task's structure
+    before it is evaluated."""
+    clashes = template_clashes(templates, TRAIN_TEMPLATES + UNSEEN_TEMPLATES + VALIDATION_UNSEEN_TEMPLATES)
     if clashes:
-        raise ValueError(f"the warm-start template pool overlaps the train/test templates: {', '.join(clashes)}; "
-                         "warm-start dialogues must come from templates that neither split uses")
+        raise ValueError(f"the warm-start template pool overlaps the train, validation or test templates: "
+                         f"{', '.join(clashes)}; warm-start dialogues must come from templates that no split uses")
     missing = [t.name for t in templates if not t.question]
     if missing:
         raise ValueError(f"warm-start templates without an expert question: {missing}")
@@ -516,9 +629,10 @@ def warm_start_tasks(count: int = WARM_START_TASKS, seed: int = 0, templates: Se
     names = list(known) if templates is None else list(templates)
     if not names:
         raise ValueError("no warm-start template named: name at least one, or leave templates unset for all")
-    held = {t.name for t in TRAIN_TEMPLATES + UNSEEN_TEMPLATES}
+    held = {t.name for t in TRAIN_TEMPLATES + UNSEEN_TEMPLATES + VALIDATION_UNSEEN_TEMPLATES}
     if any(n in held for n in names):
-        raise ValueError(f"warm-start templates {sorted(n for n in names if n in held)} are train/test templates: "
+        raise ValueError(f"warm-start templates {sorted(n for n in names if n in held)} are train, validation or test "
+                         f"templates: "
                          f"warm-start dialogues must come from the warm-start pool {sorted(known)}")
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -553,20 +667,23 @@ def warm_start_template(name: str) -> Template:
 
 
 def load_procedural(split: str) -> list[dict[str, Any]]:
-    """The named splits: ``train`` (400 tasks) and ``test`` (80 tasks, 40% from unseen templates), seed 0, and
-    ``warm_start`` (400 tasks of the warm-start pool, which neither split uses)."""
+    """The named splits: ``train`` (400 tasks), ``validation`` and ``test`` (80 tasks each, 40% from unseen
+    templates of their own), seed 0, and ``warm_start`` (400 tasks of the warm-start pool, which no split uses)."""
     if split == "train":
         return generate_tasks(TRAIN_TASKS, "train", seed=0)
+    if split == "validation":
+        return generate_tasks(VALIDATION_TASKS, "validation", seed=0)
     if split == "test":
         return generate_tasks(TEST_TASKS, "test", seed=0)
     if split == "warm_start":
         return warm_start_tasks(WARM_START_TASKS, seed=0)
-    raise ValueError(f"unknown procedural split {split!r}; choose 'train', 'test' or 'warm_start'")
+    raise ValueError(f"unknown procedural split {split!r}; choose 'train', 'validation', 'test' or 'warm_start'")
 
 
 def task_part(task_id: str) -> str | None:
-    """``"seen"`` or ``"unseen"`` for a procedural test task id, else None."""
-    for part in ("seen", "unseen"):
-        if task_id.startswith(f"proc-test-{part}-"):
-            return part
+    """``"seen"`` or ``"unseen"`` for a procedural test or validation task id, else None."""
+    for split in ("test", "validation"):
+        for part in ("seen", "unseen"):
+            if task_id.startswith(f"proc-{split}-{part}-"):
+                return part
     return None
