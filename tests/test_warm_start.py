@@ -237,7 +237,7 @@ def test_a_warm_start_without_data_is_a_clear_error(tiny_config, capsys):
     leaky = _write(tiny_config, "leaky", run_dir=str(tiny_config["root"] / "leaky"),
                    **{"warm_start.warm_start_templates": ["taxi_fare", "late_fee"]})
     assert cli.main(["warm-start", "--config", str(leaky)]) == 1
-    assert "['late_fee'] are train/test templates" in capsys.readouterr().err
+    assert "['late_fee'] are train, validation or test templates" in capsys.readouterr().err
 
     missing = _write(tiny_config, "missing", run_dir=str(tiny_config["root"] / "missing"),
                      **{"warm_start.demonstrations": str(tiny_config["root"] / "nowhere.jsonl")})
