@@ -4,7 +4,9 @@
 
 Files: :mod:`~sweet_trl.study.config` (the ``study:`` section), :mod:`~sweet_trl.study.runner` (which stages run
 where), :mod:`~sweet_trl.study.critic_eval` and :mod:`~sweet_trl.study.critic_run` (the critics judged by best-of-N
-selection), :mod:`~sweet_trl.study.stats` (bootstrap intervals), :mod:`~sweet_trl.study.results` (JSON and table).
+selection), :mod:`~sweet_trl.study.stats` (bootstrap intervals), :mod:`~sweet_trl.study.results` (JSON and table),
+:mod:`~sweet_trl.study.protocol` (the fair-study protocol: settings chosen on ``procedural:validation``, the test tasks
+read once per arm and recorded in ``<run_dir>/protocol/test_reads.json``, arms compared at equal rounds).
 """
 
 from sweet_trl.study.config import METHODS, StudyArguments
