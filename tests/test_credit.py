@@ -151,6 +151,7 @@ def test_failures_leave_a_candidate_without_value_not_a_crash():
                False}]]
     scripts, owners = continuation_plan(rows, steps, continuations=2)
     assert owners == [(0, 0), (0, 0)]  # the failed candidate is not continued
+    assert [list(s.agent_messages) for s in scripts] == [["q?"], ["q?"]]  # each replays the candidate it continues
     records = {0: {"reward": 0.5, "success": False}, 1: {"reward": None, "outcome": "policy_error"}}
     (valued,) = candidate_values(rows, steps, owners, records)
     assert valued["values"][0] == 0.5 and valued["samples"] == [1, 0]
