@@ -770,3 +770,53 @@ def test_compare_evaluations_pools_seeds_by_task(tmp_path):
     other = evaluation("other", {"a": 0.0, "c": 0.0}, {"a": 0.0, "c": 0.0})
     with pytest.raises(SystemExit, match="same tasks"):
         script.main(["--pooled", *pairs[:2], other, pairs[3]])
+
+
+def test_credit_scores_every_critic_against_monte_carlo_returns_and_resumes(tiny_study, tmp_path):
+    """``sweet-rl credit`` on the finished tiny study: the ground truth at held-out question and answer turns, every
+    ranker at both kinds of turn with intervals, the paired differences, the scaling table (the run's own critic
+    as 1x and the same run named again), and a second call that reads everything back."""
+    from colbench_gym.tasks import resolve_tasks
+    from sweet_trl import pipeline
+    from sweet_trl.study.credit.command import run_credit
+
+    root = tiny_study["root"]
+    tasks = {t.problem_description: t for split in ("train", "test")
+             for t in resolve_tasks(str(root / f"{split}.jsonl"))}
+    real, calls = pipeline.models.make_backend, []
+
+    def make_backend(*args, **kwargs):
+        calls.append(args)
+        return ScriptedAnswers(real(*args, **kwargs), tasks)
+
+    options = ["--credit.states_per_kind", "3", "--credit.num_candidates", "3", "--credit.continuations", "2",
+               "--credit.value_function_epochs", "1", "--credit.bootstrap_samples", "200",
+               "--credit.scaling", f"same={root / 'run'}", "--credit.results_path", str(tmp_path / "credit.json")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline.models, "make_backend", make_backend)
+        result = run_credit(root / "study.yaml", options, stream=io.StringIO())
+        sampled = len(calls)
+        again = run_credit(root / "study.yaml", options, stream=io.StringIO())
+    assert sampled == 1 and len(calls) == 1  # one policy for candidates and continuations; none the second time
+    assert again == {**result, "seconds": again["seconds"]}
+    assert json.loads((tmp_path / "credit.json").read_text())["rankers"].keys() == result["rankers"].keys()
+    truth = result["ground_truth"]
+    assert truth["question_turns"]["states"] == 3 and truth["answer_turns"]["states"] == 3
+    assert truth["answer_turns"]["exact_values"] == truth["answer_turns"]["candidates"]  # the grader's, exactly
+    assert truth["question_turns"]["continuations"] > 0
+    from sweet_trl.turn_pairs import RANKINGS
+
+    variants = [f"trained_with_c:{r}" for r in RANKINGS if r != "critic_minus_policy_logprob"]  # the run ranks so
+    for name in ("trained_with_c", *variants, "untrained_with_c", "trained_without_c", "value_function",
+                 "policy_likelihood", "random"):
+        for kind in ("question_turns", "answer_turns"):
+            figures = result["rankers"][name][kind]
+            assert set(figures) == {"states", "spearman", "top1", "pick_value"}, (name, kind)
+            for metric in ("spearman", "top1", "pick_value"):
+                if figures[metric] is not None:
+                    assert figures[metric]["low"] <= figures[metric]["mean"] <= figures[metric]["high"]
+    assert {"trained_with_c - untrained_with_c", "trained_with_c - trained_without_c"} <= set(result["paired"])
+    labels = [row["label"] for row in result["scaling"]]
+    assert labels == ["1x", "same"] and result["scaling"][0]["trajectories"] == 12
+    # the same critic named twice scores the same
+    assert result["scaling"][1]["answer_turns"] == result["scaling"][0]["answer_turns"]
