@@ -312,6 +312,24 @@ def preference_margins(model: Any, tokenizer: Any, pairs: Sequence[dict[str, Any
     return margins
 
 
+def message_logprobs(model: Any, tokenizer: Any, pairs: Sequence[dict[str, Any]] | Any, side: str = "chosen",
+                     batch_size: int = 8) -> list[float]:
+    """``log π(pair[side] | prompt)`` (summed over the message tokens) for each pair, tokenised as
+    :func:`preference_margins` does: what moves one side of the pairs, where the margin shows only their difference
+    (DPO lowers the rejected turns it trains on; fine-tuning on the chosen ones alone does not)."""
+    torch = require("torch", "train")
+    rows = list(pairs)
+    was_training = model.training
+    model.eval()
+    try:
+        return [logp for start in range(0, len(rows), batch_size)
+                for logp in _message_logprobs(model, tokenizer, [_prompt_and_message_ids(tokenizer, row["prompt"],
+                                                                                         row[side])
+                                                                 for row in rows[start:start + batch_size]], torch)]
+    finally:
+        model.train(was_training)
+
+
 def _prompt_and_message_ids(tokenizer: Any, prompt: list[dict], message: list[dict]) -> tuple[list[int], int]:
     from trl.data_utils import common_prefix_length
 

@@ -39,6 +39,9 @@ MTDPO_LEARNS = BASELINES + "test_multiturn_dpo_prefers_asking_to_answering_early
 CRITIC_ACCURACY = CRITIC + "test_privileged_information_is_what_lets_the_critic_rank_held_out_pairs"
 CRITIC_CREDIT = CRITIC + "test_the_decisive_turn_gets_the_credit_on_held_out_trajectories_of_4_of_5_seeds"
 CHAIN = CRITIC + "test_chain_the_critic_picks_with_c_on_4_of_5_seeds_and_the_policy_follows_it_on_every_seed"
+RANK_STAGE_REFERENCE = ("tests/test_critic_trainer.py::"
+                        "test_the_rank_stage_measures_each_ranking_against_the_reference_it_names")
+POLICY_LEARNS = "tests/test_policy_trainer.py::test_training_raises_the_margin_on_held_out_turn_pairs"
 BEST_OF_N_LEARNS = "tests/test_best_of_n.py::test_the_policy_learns_the_critics_pick_not_the_rest_on_held_out_states"
 
 hits: dict[str, int] = {}
@@ -214,6 +217,55 @@ def _critic_without_turn_penalty(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(SweetCriticTrainer, "__init__", counted("critic_without_turn_penalty", init))
 
 
+def _ranking_reference_switch_inverted(mp: pytest.MonkeyPatch) -> None:
+    from sweet_trl import turn_pairs
+
+    original = turn_pairs.as_candidate_scorer
+
+    def as_candidate_scorer(critic, ranking="critic_minus_policy_logprob"):
+        if not hasattr(critic, "score_candidates"):
+            return original(critic, ranking)
+        # the rows keep the configured ranking's name; the scorer measures against the other reference
+        inverted = ("critic_advantage" if ranking == "critic_minus_reference_without_c"
+                    else "critic_minus_reference_without_c")
+        return original(critic, inverted)
+
+    mp.setattr(turn_pairs, "as_candidate_scorer", counted("ranking_reference_switch_inverted", as_candidate_scorer))
+
+
+def _turn_dpo_weights_swapped(mp: pytest.MonkeyPatch) -> None:
+    from sweet_trl import policy_config
+
+    original = policy_config.with_nll_term
+
+    def with_nll_term(loss_type, loss_weights, nll_coef):
+        listed = "sft" in ([loss_type] if isinstance(loss_type, str) else list(loss_type))
+        types, weights = original(loss_type, loss_weights, nll_coef)
+        if listed or weights is None:  # already made (a configuration read back): as it was
+            return types, weights
+        sft, dpo = types.index("sft"), next(i for i, name in enumerate(types) if name != "sft")
+        weights = list(weights)
+        weights[sft], weights[dpo] = weights[dpo], weights[sft]  # DPO at the NLL's 0.01, the NLL at DPO's 1
+        return types, weights
+
+    mp.setattr(policy_config, "with_nll_term", counted("turn_dpo_weights_swapped", with_nll_term))
+
+
+def _policy_prompt_shows_c(mp: pytest.MonkeyPatch) -> None:
+    from sweet_trl import turn_pairs
+
+    original = turn_pairs.turn_states_from_records
+
+    def turn_states_from_records(records, config):
+        states, stats = original(records, config)
+        for state in states:  # c appended to the policy's instructions at every turn state
+            system, *rest = state["prompt"]
+            state["prompt"] = [{**system, "content": f"{system['content']}\n{state['privileged']}"}, *rest]
+        return states, stats
+
+    mp.setattr(turn_pairs, "turn_states_from_records", counted("policy_prompt_shows_c", turn_states_from_records))
+
+
 BREAKAGES = {b.name: b for b in (
     Breakage("mtdpo_rejected_unscored", "multi-turn DPO: the rejected dialogue's mask all zeros (never scored)",
              (MTDPO_LEARNS,), _mtdpo_rejected_unscored),
@@ -239,6 +291,14 @@ BREAKAGES = {b.name: b for b in (
              MASK_TESTS, _human_tokens_in_loss_mask),
     Breakage("critic_without_turn_penalty", "the critic trained without turn_advantage_l2 (the tests set 0.1)",
              (CRITIC_CREDIT,), _critic_without_turn_penalty),
+    Breakage("ranking_reference_switch_inverted",
+             "the rank stage's scorer measures critic_minus_reference_without_c against the reference given c "
+             "(and the other rankings against the one without c); the rows keep the configured name",
+             (RANK_STAGE_REFERENCE,), _ranking_reference_switch_inverted),
+    Breakage("turn_dpo_weights_swapped", "turn-level DPO at weight 0.01 and the chosen turn's NLL at 1 "
+             "(fine-tuning on the chosen turn, not DPO)", (POLICY_LEARNS,), _turn_dpo_weights_swapped),
+    Breakage("policy_prompt_shows_c", "the policy's turn-state prompts carry c (train and held-out pairs alike)",
+             (CHAIN,), _policy_prompt_shows_c),
 )}
 
 

@@ -186,6 +186,53 @@ def test_critic_and_reference_scores_are_log_softmax_gathers(tokenizer):
             assert abs(want - details.ref_mean_logps[i]) > 1e-3, name  # c does change the reference's view
 
 
+def test_the_rank_stage_measures_each_ranking_against_the_reference_it_names(tokenizer):
+    """The ``rank`` stage's own path (``turn_pairs.rank_candidates`` with a real LoRA critic, no stand-in scorer):
+    under ``critic_minus_reference_without_c`` the reference is the initial model reading the dialogue without c
+    (the same candidate tokens), under the other rankings the initial model reading c as the critic does; the
+    critic's side reads c under all three, and the ranking score is the critic's mean log-prob minus the named
+    baseline. Each expected value is a plain gather on the base model."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    from sweet_trl.turn_pairs import RANKINGS, TurnPairsConfig, rank_candidates
+
+    record = collaborative_trajectories(1, per_task=1, num_agent_turns=3, seed=63)[0]
+    base = peaked(tiny_causal_lm(tokenizer, seed=6)).eval()
+    lora = get_peft_model(copy.deepcopy(base), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                                          init_lora_weights=False, task_type="CAUSAL_LM"))
+    merged = copy.deepcopy(lora).merge_and_unload().eval()
+    critic = SweetCritic(lora, tokenizer, batch_size=2)
+    history, c = record["dialogue_history"][:3], record["task"]["ground_truth"]
+    candidates = [FILLERS[1], decisive_question("kelvin"), "Yes."]
+    row = {"state_id": "s0", "task_id": "t0", "prompt": [{"role": "system", "content": "Ask, then answer."}, *history],
+           "privileged": c, "candidates": candidates, "policy_mean_logprobs": [-1.0, -2.0, -3.0]}
+    dialogues = [{"dialogue_history": history + [{"role": "assistant", "content": text}], "task": record["task"]}
+                 for text in candidates]
+
+    def mean_last_turn(model, use_privileged):
+        out = []
+        for conv in critic_conversations(tokenizer, dialogues, use_privileged=use_privileged):
+            start, end = conv.turn_spans[-1]
+            out.append(plain_turn_logps(model, [conv])[0][-1] / (end - start))
+        return out
+
+    critic_with_c = mean_last_turn(merged, True)
+    reference = {"with_c": mean_last_turn(base, True), "without_c": mean_last_turn(base, False)}
+    assert all(abs(a - b) > 1e-3 for a, b in zip(reference["with_c"], reference["without_c"]))  # c shows
+    baseline = {"critic_minus_reference_without_c": reference["without_c"], "critic_advantage": reference["with_c"],
+                "critic_minus_policy_logprob": row["policy_mean_logprobs"]}
+    for ranking in RANKINGS:
+        (ranked,) = rank_candidates([row], critic, TurnPairsConfig(ranking=ranking)).to_list()
+        named = "without_c" if ranking == "critic_minus_reference_without_c" else "with_c"
+        assert ranked["critic_mean_logprobs"] == pytest.approx(critic_with_c, rel=1e-4, abs=1e-4), ranking
+        assert ranked["reference_mean_logprobs"] == pytest.approx(reference[named], rel=1e-4, abs=1e-4), (
+            f"{ranking}: the reference is not the one reading the dialogue {named.replace('_', ' ')}")
+        assert ranked["ranking_scores"] == pytest.approx([a - b for a, b in zip(critic_with_c, baseline[ranking])],
+                                                         rel=1e-4, abs=1e-4), ranking
+
+
 def test_eval_pair_accuracy_is_the_fraction_of_pairs_not_a_mean_of_batches(tmp_path, tokenizer):
     """Five held-out pairs in batches of 4 and 1: the logged accuracy counts pairs (a mean of the two batch means
     would weigh the single last pair like the four others)."""

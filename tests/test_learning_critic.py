@@ -216,6 +216,24 @@ def critic_turn_pairs(critic, records, fillers, seed: int, fraction: float):
     return build_turn_pairs(ranked, config).to_list()
 
 
+def assert_the_policy_sees_the_dialogue_only(pairs, records) -> None:
+    """Every pair's prompt is the policy's view of its state, rebuilt here from the record and not by the stage that
+    made the pairs: one instructions message shared by every state, then the dialogue before the turn; the task's
+    c nowhere in it."""
+    by_episode = {r["episode_id"]: r for r in records}
+    instructions = {pair["prompt"][0]["content"] for pair in pairs}
+    assert len(instructions) == 1 and all(p["prompt"][0]["role"] == "system" for p in pairs), (
+        "the policy's instructions differ between states: something of the task is in them")
+    for pair in pairs:
+        record = by_episode[pair["state_id"].rsplit("/turn", 1)[0]]
+        c = record["task"]["ground_truth"]
+        assert not any(c in message["content"] for message in pair["prompt"]), f"c is in the prompt of {pair['state_id']}"
+        agent_positions = [i for i, m in enumerate(record["dialogue_history"]) if m["role"] == "assistant"]
+        dialogue = [{"role": m["role"], "content": m["content"]}
+                    for m in record["dialogue_history"][:agent_positions[pair["turn"]]]]
+        assert pair["prompt"][1:] == dialogue, f"the prompt of {pair['state_id']} is not its dialogue"
+
+
 def is_unit_pair(pair) -> bool:
     """Both candidates ask about a unit (a "unit" state of ``candidate_rows``)."""
     return all(pair[k][0]["content"].startswith("Should the result be in") for k in ("chosen", "rejected"))
@@ -260,6 +278,8 @@ def test_chain_the_critic_picks_with_c_on_4_of_5_seeds_and_the_policy_follows_it
         held_out_pairs = critic_turn_pairs(critic, run["held_out"], HELD_OUT_POOL["fillers"], seed, fraction=0.5)
         assert_held_out(run["train"], held_out_pairs)
         assert_held_out(train_pairs, held_out_pairs)
+        assert_the_policy_sees_the_dialogue_only(train_pairs, run["train"])
+        assert_the_policy_sees_the_dialogue_only(held_out_pairs, run["held_out"])
         unit_pairs = [p for p in held_out_pairs if is_unit_pair(p)]
         filler_pairs = [p for p in held_out_pairs if not is_unit_pair(p)]
         assert len(unit_pairs) >= 10 and len(filler_pairs) >= 10, (len(unit_pairs), len(filler_pairs))
