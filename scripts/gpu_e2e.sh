@@ -181,18 +181,16 @@ ready() {  # whether $PYTHON, with the checkout (and the site folder) on its pat
     "$PYTHON" -c "$IMPORTS; $MODEL_CHECK" 2>/tmp/gpu_e2e_import_error.txt
 }
 
-setup() {
-    export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-    if ! ready; then  # a bare machine: what was carried goes into the site folder (a venv that has it all skips this)
-        install_parts || return 1
-        if ls "$WHEELS"/*.whl >/dev/null 2>&1; then  # the bundle of scripts/prepare_gpu_wheels.sh, carried whole
-            mkdir -p "$SITE"
-            "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
-                "$WHEELS"/*.whl || { echo "gpu_e2e: error: installing $WHEELS/*.whl failed" >&2; return 1; }
-        fi
-        # the checkout first: it is the code being run (a project wheel in a bundle is for installs)
-        [ -d "$SITE" ] && export PYTHONPATH="$REPO:$SITE${PYTHONPATH#"$REPO"}"
+# A bare machine: what was carried goes into the site folder, which joins the path; then the checks say what is missing.
+install_carried() {
+    install_parts || return 1
+    if ls "$WHEELS"/*.whl >/dev/null 2>&1; then  # the bundle of scripts/prepare_gpu_wheels.sh, carried whole
+        mkdir -p "$SITE"
+        "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+            "$WHEELS"/*.whl || { echo "gpu_e2e: error: installing $WHEELS/*.whl failed" >&2; return 1; }
     fi
+    # the checkout first: it is the code being run (a project wheel in a bundle is for installs)
+    [ -d "$SITE" ] && export PYTHONPATH="$REPO:$SITE${PYTHONPATH#"$REPO"}"
     if ! "$PYTHON" -c "$IMPORTS" 2>/tmp/gpu_e2e_import_error.txt; then
         # e.g. a carried transformers that wants a newer regex than the image has: the image's own then
         if ls -d "$SITE"/transformers-*.dist-info >/dev/null 2>&1; then
@@ -214,6 +212,14 @@ setup() {
         tail -1 /tmp/gpu_e2e_import_error.txt >&2
         return 1
     fi
+}
+
+setup() {
+    export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+    ready || install_carried
+}
+
+report_machine() {
     "$PYTHON" - <<'PY'
 import platform
 from importlib import metadata
@@ -237,7 +243,7 @@ esac
 
 setup || exit 1
 echo "gpu_e2e: set up in $(( $(date +%s) - START )) s"
-[ "$ACTION" = setup ] && exit 0
+if [ "$ACTION" = setup ]; then report_machine; exit $?; fi
 
 # The whole command fits a 10-minute device call; a CPU run (minutes more on a busy machine) is not held to that.
 BUDGET=${GPU_E2E_SECONDS:-570}
