@@ -10,7 +10,7 @@ STAMP := $(VENV)/.setup-stamp
 APT_PACKAGES := chromium chromium-headless-shell bubblewrap fonts-dejavu-core
 TORCH_PIP_ARGS ?=
 
-.PHONY: setup system-deps demo study test test-all benchmarks lint clean mutation-check
+.PHONY: setup system-deps demo study credit test test-all benchmarks lint clean mutation-check
 
 setup: $(STAMP)
 
@@ -48,6 +48,13 @@ demo: setup
 STUDY_ARGS ?=
 study: setup
 	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config study_cpu $(NATIVE_BF16) $(STUDY_ARGS)
+
+# The critics against Monte Carlo returns on a finished study run (sweet_trl/study/credit): every ranker at held-out
+# question and answer turns; resumable. CREDIT_ARGS="--run_dir runs/other --credit.scaling 0.25x=runs/smaller"
+CREDIT_ARGS ?=
+credit: setup
+	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl credit --config study_cpu $(NATIVE_BF16) \
+		--credit.results_path benchmarks/results/critic_credit.json $(CREDIT_ARGS)
 
 test: setup
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q

@@ -53,6 +53,12 @@ class CreditArguments:
         scaling (`list[str]`, *optional*, defaults to `[]`):
             `label=run_dir` of other runs whose `train_critic/` is complete (the same states and candidates are
             scored by each): the `scaling` table, with this run's own critic as `1x`.
+        held_out (`str` or `None`, *optional*, defaults to `None`):
+            The held-out episodes the states come from (a trajectories file: an evaluation on
+            `procedural:validation`, say, to choose critic settings without reading the test tasks). Default: the
+            run's zero-shot evaluation on its `eval_tasks`.
+        output_name (`str`, *optional*, defaults to `"credit"`):
+            The folder under the run that holds the ground truth, the scores and the JSON (one per source of states).
         results_path (`str` or `None`, *optional*, defaults to `None`):
             Also write the JSON here (for example `benchmarks/results/critic_credit.json`).
         bootstrap_samples (`int`, *optional*, defaults to `10000`):
@@ -68,6 +74,8 @@ class CreditArguments:
     value_function_learning_rate: float = 2e-4
     value_function_epochs: float = 2.0
     scaling: list[str] = field(default_factory=list)
+    held_out: str | None = None
+    output_name: str = "credit"
     results_path: str | None = None
     bootstrap_samples: int = 10_000
     seed: int = 0
@@ -106,7 +114,7 @@ class Credit:
     def __init__(self, study: Any, args: CreditArguments):
         self.study, self.args, self.out = study, args, study.out
         self.run_dir = study.run_dir
-        self.folder = self.run_dir / "credit"
+        self.folder = self.run_dir / args.output_name
         self.seconds: dict[str, float] = {}
 
     def log(self, message: str) -> None:
@@ -149,13 +157,19 @@ class Credit:
         from sweet_trl.trajectories import read_trajectories
 
         run, gen, _ = self.study.stage_options("sample_candidates", ["--policy_model", policy])
-        zero_shot = self.marker(self.run_dir / "evaluate" / "zero_shot")
-        trajectories = read_trajectories(self.run_dir / zero_shot["dir"] / zero_shot["outputs"]["trajectories"])
+        if self.args.held_out:
+            trajectories, source = read_trajectories(self.args.held_out), str(Path(self.args.held_out).resolve())
+        else:
+            zero_shot = self.marker(self.run_dir / "evaluate" / "zero_shot")
+            trajectories = read_trajectories(self.run_dir / zero_shot["dir"] / zero_shot["outputs"]["trajectories"])
+            source = zero_shot["run_id"]
         settings = MonteCarloSettings(states_per_kind=self.args.states_per_kind,
                                       num_candidates=self.args.num_candidates, continuations=self.args.continuations,
                                       temperature=gen.temperature, seed=self.args.seed, policy=policy,
-                                      source=zero_shot["run_id"])
-        tasks = resolve_tasks(run.eval_tasks, run.kind)
+                                      source=source)
+        # the episodes carry their tasks: held-out episodes of any task source replay against their own rows
+        rows = {str(record["task"]["task_id"]): record["task"] for record in trajectories if record.get("task")}
+        tasks = resolve_tasks(list(rows.values()), run.kind)
 
         def make_env() -> Any:
             simulator = make_simulator(run)
@@ -310,6 +324,7 @@ def credit_report(rows: Sequence[Mapping[str, Any]], scores: Mapping[str, Sequen
                                                             samples=samples) for kind in KINDS}
                         if "untrained_with_c" in scores else None})
     return {"settings": {"N": args.num_candidates, "M": args.continuations, "states_per_kind": args.states_per_kind,
+                         "held_out": args.held_out or "the run's zero-shot evaluation (evaluate/zero_shot)",
                          "seed": seed, "bootstrap_samples": samples},
             "ground_truth": ground_truth_summary(rows),
             "rankers": rankers, "paired": paired, "scaling": scaling}
