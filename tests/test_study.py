@@ -797,7 +797,13 @@ def test_credit_scores_every_critic_against_monte_carlo_returns_and_resumes(tiny
         result = run_credit(root / "study.yaml", options, stream=io.StringIO())
         sampled = len(calls)
         again = run_credit(root / "study.yaml", options, stream=io.StringIO())
-    assert sampled == 1 and len(calls) == 1  # one policy for candidates and continuations; none the second time
+        # the states from a trajectories file of one's own (here the same episodes), in a folder of their own
+        episodes = root / "run" / "evaluate" / "zero_shot" / "trajectories.jsonl"
+        own = run_credit(root / "study.yaml", ["--credit.held_out", str(episodes), "--credit.output_name", "mine",
+                                               *options[:-2]], stream=io.StringIO())
+    assert sampled == 1 and len(calls) == 2  # one policy for candidates and continuations; none the second time
+    assert (root / "run" / "mine" / "critic_credit.json").exists() and own["settings"]["held_out"] == str(episodes)
+    assert own["ground_truth"] == result["ground_truth"]  # the same states, replayed from the episodes' own tasks
     assert again == {**result, "seconds": again["seconds"]}
     assert json.loads((tmp_path / "credit.json").read_text())["rankers"].keys() == result["rankers"].keys()
     truth = result["ground_truth"]
