@@ -26,8 +26,17 @@ from typing import Any
 from sweet_trl.study.credit import metrics, scoring
 from sweet_trl.study.credit.mc_values import KINDS, MonteCarloSettings, monte_carlo_values
 
+# what training adds (each ranking of the trained critic against its untrained start), what c adds, the baseline
 PAIRED = (("trained_with_c", "untrained_with_c"), ("trained_with_c", "trained_without_c"),
-          ("trained_with_c", "value_function"), ("trained_with_c", "random"), ("untrained_with_c", "random"))
+          ("trained_with_c", "value_function"))
+
+
+def paired_names(rankers: Sequence[str]) -> list[tuple[str, str]]:
+    """:data:`PAIRED`, every ranking of the trained critic against the untrained one, and every ranker against a
+    random pick, for the rankers present."""
+    variants = [(name, "untrained_with_c") for name in rankers if name.startswith("trained_with_c:")]
+    chance = [(name, "random") for name in rankers if name != "random"]
+    return [(a, b) for a, b in (*PAIRED, *variants, *chance) if a in rankers and b in rankers]
 
 
 @dataclass
@@ -312,7 +321,7 @@ def credit_report(rows: Sequence[Mapping[str, Any]], scores: Mapping[str, Sequen
     rankers = {name: figures(name) for name in [*scores, "random"] if not name.startswith("scaling:")}
     paired = {f"{a} - {b}": {f"{kind}_turns": metrics.paired(by_kind[kind], a, b, seed=seed, samples=samples)
                              for kind in KINDS}
-              for a, b in PAIRED if a in rankers and b in rankers}
+              for a, b in paired_names(list(rankers))}
     scaling = []
     for label, data in (scaling_runs or {}).items():
         name = "trained_with_c" if label == "1x" else f"scaling:{label}"
