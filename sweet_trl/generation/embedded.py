@@ -74,7 +74,7 @@ def _source_stamp(gguf_file: Path) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
     """Exclusive advisory lock (POSIX); elsewhere a no-op, the atomic rename still protects the result."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
@@ -149,7 +149,7 @@ def embedded_model_path() -> str:
     folder = cache_dir() / EMBEDDED_DIRNAME
     if _is_converted(folder, gguf_file):
         return str(folder)
-    with _file_lock(folder.parent / f"{EMBEDDED_DIRNAME}.lock"):
+    with file_lock(folder.parent / f"{EMBEDDED_DIRNAME}.lock"):
         if not _is_converted(folder, gguf_file):  # another process may have finished while we waited
             convert_gguf(gguf_file, folder)
     return str(folder)

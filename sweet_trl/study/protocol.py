@@ -42,7 +42,7 @@ import json
 import math
 import os
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -102,21 +102,11 @@ def _read_ledger(path: Path) -> dict[str, Any]:
     return ledger
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path) -> contextlib.AbstractContextManager[None]:
     """Hold the ledger's lock while it is read and rewritten, so that two processes recording at once both land."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a") as handle:
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: one writer is assumed
-            yield
-            return
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    from sweet_trl.generation.embedded import file_lock
+
+    return file_lock(path.with_name(path.name + ".lock"))
 
 
 def _check_validation(arm: str, validation: Any, test_tasks: str | None) -> dict[str, Any]:
