@@ -117,6 +117,15 @@ part_status() {
     echo "$digest $count $present"
 }
 
+# The part numbers of set $1 (of $2 parts) not in $WHEELS/, on one line.
+missing_parts() {
+    local i out=()
+    for i in $(seq 1 "$2"); do
+        [ -f "$WHEELS/gpu_e2e-$1-${i}of$2.part" ] || out+=("$i")
+    done
+    echo "${out[*]}"
+}
+
 receive() {
     local status digest count present missing i
     status=$(part_status)
@@ -125,10 +134,7 @@ receive() {
         return 1
     fi
     read -r digest count present <<<"$status"
-    missing=()
-    for i in $(seq 1 "$count"); do
-        [ -f "$WHEELS/gpu_e2e-$digest-${i}of$count.part" ] || missing+=("$i")
-    done
+    read -r -a missing <<<"$(missing_parts "$digest" "$count")"
     if [ ${#missing[@]} -gt 0 ]; then
         echo "gpu_e2e --receive: set $digest: parts $present here, of $count; still to carry: ${missing[*]}"
         return 0
@@ -147,10 +153,7 @@ install_parts() {
     status=$(part_status)
     [ -n "$status" ] || return 0
     read -r digest count present <<<"$status"
-    missing=()
-    for i in $(seq 1 "$count"); do
-        [ -f "$WHEELS/gpu_e2e-$digest-${i}of$count.part" ] || missing+=("$i")
-    done
+    read -r -a missing <<<"$(missing_parts "$digest" "$count")"
     if [ ${#missing[@]} -gt 0 ]; then
         echo "gpu_e2e: error: parts ${missing[*]} of $count (set $digest) are not in $WHEELS/: each call carries one," \
              "and a machine that went back between calls (30 s idle) lost the earlier ones; carry them again" >&2
