@@ -84,13 +84,9 @@ def _score(study: Any, out_dir: Path, critics: dict[str, Path], settings: dict[s
     if "critic_privileged" in rankers and loaded[0].is_peft:
         # The same ranking before any critic training (the base model as critic and reference), to show what
         # training adds to it; under "critic_advantage" every candidate scores 0, a random pick.
-        import transformers
+        from sweet_trl.study.credit.scoring import untrained_critic
 
-        trained = loaded[0]
-        base = transformers.AutoModelForCausalLM.from_pretrained(
-            trained.model.peft_config["default"].base_model_name_or_path)
-        untrained = SweetCritic(base, trained.tokenizer, ref_model=base, input_format=trained.input_format,
-                                batch_size=rank_args.scoring_batch_size)
+        untrained = untrained_critic(loaded[0], rank_args.scoring_batch_size)
         loaded.append(untrained)
         rankers["untrained_critic"] = critic_ranker(untrained, rank_args.ranking)
     scored = score_turns(rows, rankers)
