@@ -791,7 +791,8 @@ def test_credit_scores_every_critic_against_monte_carlo_returns_and_resumes(tiny
 
     options = ["--credit.states_per_kind", "3", "--credit.num_candidates", "3", "--credit.continuations", "2",
                "--credit.value_function_epochs", "1", "--credit.bootstrap_samples", "200",
-               "--credit.scaling", f"same={root / 'run'}", "--credit.results_path", str(tmp_path / "credit.json")]
+               "--credit.scaling", f"same={root / 'run'}", "--credit.variants", f"no_c={root / 'run' / 'no_privileged'}",
+               "--credit.results_path", str(tmp_path / "credit.json")]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pipeline.models, "make_backend", make_backend)
         result = run_credit(root / "study.yaml", options, stream=io.StringIO())
@@ -826,3 +827,16 @@ def test_credit_scores_every_critic_against_monte_carlo_returns_and_resumes(tiny
     assert labels == ["1x", "same"] and result["scaling"][0]["trajectories"] == 12
     # the same critic named twice scores the same
     assert result["scaling"][1]["answer_turns"] == result["scaling"][0]["answer_turns"]
+    # a variant: the critic without c named as one, its differing setting read from its marker, scored as the
+    # ranker of that name under the run's ranking, and paired with the run's own critic
+    (variant,) = result["variants"]
+    assert variant["label"] == "no_c" and variant["settings"] == {"use_privileged": False}
+    run_ranking = variant["rankings"]["run_ranking"]
+    for kind in ("question_turns", "answer_turns"):
+        assert run_ranking[kind] == result["rankers"]["trained_without_c"][kind]
+        against_run = run_ranking["paired_with_run_critic"][kind]
+        run_against = result["paired"]["trained_with_c - trained_without_c"][kind]
+        for metric in ("spearman", "top1", "pick_value"):
+            if against_run[metric] is not None:
+                assert against_run[metric]["mean"] == pytest.approx(-run_against[metric]["mean"])
+    assert set(variant["rankings"]) == {"run_ranking", "critic_advantage"}

@@ -9,7 +9,11 @@ run has it, ``no_privileged/train_critic/``. It makes the ground truth (:mod:`~s
 fits the value-function baseline, scores every ranker (:mod:`~sweet_trl.study.credit.scoring`) and writes
 ``<run_dir>/credit/critic_credit.json``. Every part is cached under ``<run_dir>/credit/``: a stopped run goes on
 where it stopped, and a finished one only recomputes the statistics. ``--credit.scaling 0.25x=runs/other_run``
-adds the critic of another run (trained on another amount of data) to the ``scaling`` table.
+adds the critic of another run (trained on another amount of data) to the ``scaling`` table;
+``--credit.variants beta1=runs/other_critic`` the critic of a run trained on the same data with other settings to the
+``variants`` table (the settings that differ are read from its stage marker), each under the run's ranking and
+``critic_advantage``, paired with the untrained start and with this run's critic. Choosing settings this way reads
+states of ``--credit.held_out`` episodes (a validation split), never the test tasks.
 """
 
 from __future__ import annotations
@@ -62,6 +66,10 @@ class CreditArguments:
         scaling (`list[str]`, *optional*, defaults to `[]`):
             `label=run_dir` of other runs whose `train_critic/` is complete (the same states and candidates are
             scored by each): the `scaling` table, with this run's own critic as `1x`.
+        variants (`list[str]`, *optional*, defaults to `[]`):
+            `label=run_dir` of runs whose critic was trained on this run's critic pairs with other settings (a
+            folder linking `collect`, `critic_pairs` and `warm_start`, then `sweet-rl train-critic --beta 1.0`, say):
+            the `variants` table.
         held_out (`str` or `None`, *optional*, defaults to `None`):
             The held-out episodes the states come from (a trajectories file: an evaluation on
             `procedural:validation`, say, to choose critic settings without reading the test tasks). Default: the
@@ -83,6 +91,7 @@ class CreditArguments:
     value_function_learning_rate: float = 2e-4
     value_function_epochs: float = 2.0
     scaling: list[str] = field(default_factory=list)
+    variants: list[str] = field(default_factory=list)
     held_out: str | None = None
     output_name: str = "credit"
     results_path: str | None = None
@@ -95,9 +104,14 @@ class CreditArguments:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.num_candidates < 2:
             raise ValueError("num_candidates must be >= 2: one candidate has no order to agree with")
-        for entry in self.scaling:
-            if "=" not in entry or not entry.split("=", 1)[0] or not entry.split("=", 1)[1]:
-                raise ValueError(f"scaling entries are label=run_dir, got {entry!r}")
+        for option in ("scaling", "variants"):
+            labels = []
+            for entry in getattr(self, option):
+                if "=" not in entry or not entry.split("=", 1)[0] or not entry.split("=", 1)[1]:
+                    raise ValueError(f"{option} entries are label=run_dir, got {entry!r}")
+                labels.append(entry.split("=", 1)[0])
+            if len(set(labels)) != len(labels):
+                raise ValueError(f"{option} labels must differ, got {labels}")
 
 
 def run_credit(config_path: Any, cli_args: Sequence[str] = (), stream: Any = None) -> dict[str, Any]:
@@ -242,6 +256,12 @@ class Credit:
         for entry in self.args.scaling:
             label, other = entry.split("=", 1)
             critic_block(Path(other) / "train_critic", {f"scaling:{label}": rank_args.ranking})
+        for entry in self.args.variants:
+            label, other = entry.split("=", 1)
+            critic_block(Path(other) / "train_critic", {
+                f"variant:{label}": rank_args.ranking,
+                **({f"variant:{label}:critic_advantage": "critic_advantage"}
+                   if rank_args.ranking != "critic_advantage" else {})})
         out["policy_likelihood"] = [scoring.policy_likelihood(row) for row in rows]
         if self.args.value_function:
             with self.timed("value function"):
@@ -282,7 +302,8 @@ class Credit:
         with self.timed("ground truth"):
             rows = self.ground_truth(policy)
         scores = self.scores(rows, policy)
-        result = credit_report(rows, scores, self.args, scaling_runs=self.scaling_runs())
+        result = credit_report(rows, scores, self.args, scaling_runs=self.scaling_runs(),
+                               variant_runs=self.variant_runs())
         result["seconds"] = self.seconds
         result["run_dir"] = str(self.run_dir)
         text = json.dumps(result, indent=1)
@@ -306,11 +327,36 @@ class Credit:
         return out
 
 
+    def variant_runs(self) -> dict[str, dict[str, Any]]:
+        """Per variant label, its run and the critic settings in which it differs from this run's critic."""
+        shipped = critic_settings(self.marker(self.run_dir / "train_critic"))
+        out = {}
+        for entry in self.args.variants:
+            label, run_dir = entry.split("=", 1)
+            marker = self.marker(Path(run_dir) / "train_critic")
+            settings = critic_settings(marker)
+            out[label] = {"run_dir": run_dir, "steps": marker["counts"].get("steps"),
+                          "train_loss": marker["metrics"].get("train_loss"),
+                          "settings": {key: value for key, value in sorted(settings.items())
+                                       if shipped.get(key) != value}}
+        return out
+
+
+# what says nothing about the critic itself: where it ran and was written
+_PLACES = {"run_dir", "output_dir", "policy_model", "critic_model", "logging_dir", "hub_token", "force"}
+
+
+def critic_settings(marker: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``train_critic`` marker's settings, every section's options in one mapping (places left out)."""
+    return {key: value for section in marker.get("config", []) if isinstance(section, dict)
+            for key, value in section.items() if key not in _PLACES}
+
+
 def credit_report(rows: Sequence[Mapping[str, Any]], scores: Mapping[str, Sequence[Sequence[float]]],
-                  args: CreditArguments, scaling_runs: Mapping[str, Mapping[str, Any]] | None = None
-                  ) -> dict[str, Any]:
-    """The JSON: per ranker and kind of turn the three figures; the paired differences; the scaling table; the
-    ground truth's settings and what it holds."""
+                  args: CreditArguments, scaling_runs: Mapping[str, Mapping[str, Any]] | None = None,
+                  variant_runs: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The JSON: per ranker and kind of turn the three figures; the paired differences; the scaling and variant
+    tables; the ground truth's settings and what it holds."""
     scored = [{**row, "scores": {name: list(s[i]) for name, s in scores.items()}} for i, row in enumerate(rows)]
     by_kind = {kind: [r for r in scored if r["kind"] == kind] for kind in KINDS}
     samples, seed = args.bootstrap_samples, args.seed
@@ -318,7 +364,15 @@ def credit_report(rows: Sequence[Mapping[str, Any]], scores: Mapping[str, Sequen
     def figures(name: str) -> dict[str, Any]:
         return {f"{kind}_turns": metrics.summarise(by_kind[kind], name, seed=seed, samples=samples) for kind in KINDS}
 
-    rankers = {name: figures(name) for name in [*scores, "random"] if not name.startswith("scaling:")}
+    rankers = {name: figures(name) for name in [*scores, "random"]
+               if not name.startswith(("scaling:", "variant:"))}
+
+    def paired_with(name: str, other: str) -> dict[str, Any] | None:
+        if other not in scores:
+            return None
+        return {f"{kind}_turns": metrics.paired(by_kind[kind], name, other, seed=seed, samples=samples)
+                for kind in KINDS}
+
     paired = {f"{a} - {b}": {f"{kind}_turns": metrics.paired(by_kind[kind], a, b, seed=seed, samples=samples)
                              for kind in KINDS}
               for a, b in paired_names(list(rankers))}
@@ -328,15 +382,21 @@ def credit_report(rows: Sequence[Mapping[str, Any]], scores: Mapping[str, Sequen
         if name not in scores:
             continue
         scaling.append({"label": label, **data, **figures(name),
-                        "paired_with_untrained": {
-                            f"{kind}_turns": metrics.paired(by_kind[kind], name, "untrained_with_c", seed=seed,
-                                                            samples=samples) for kind in KINDS}
-                        if "untrained_with_c" in scores else None})
+                        "paired_with_untrained": paired_with(name, "untrained_with_c")})
+    variants = []
+    for label, data in (variant_runs or {}).items():
+        rankings = {}
+        for suffix, ranking in (("", "run_ranking"), (":critic_advantage", "critic_advantage")):
+            name, shipped = f"variant:{label}{suffix}", f"trained_with_c{suffix}"
+            if name in scores:
+                rankings[ranking] = {**figures(name), "paired_with_untrained": paired_with(name, "untrained_with_c"),
+                                     "paired_with_run_critic": paired_with(name, shipped)}
+        variants.append({"label": label, **data, "rankings": rankings})
     return {"settings": {"N": args.num_candidates, "M": args.continuations, "states_per_kind": args.states_per_kind,
                          "held_out": args.held_out or "the run's zero-shot evaluation (evaluate/zero_shot)",
                          "seed": seed, "bootstrap_samples": samples},
             "ground_truth": ground_truth_summary(rows),
-            "rankers": rankers, "paired": paired, "scaling": scaling}
+            "rankers": rankers, "paired": paired, "scaling": scaling, "variants": variants}
 
 
 def ground_truth_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
