@@ -162,6 +162,17 @@ class SweetCritic:
                    score_normalization=trainer.args.score_normalization,
                    batch_size=batch_size or trainer.args.per_device_eval_batch_size)
 
+    def untrained(self, dtype: Any = None) -> SweetCritic:
+        """This LoRA critic's base model as critic and as its own reference, reading ``c`` as this critic does:
+        what ``c`` alone tells before any Bradley-Terry training (the control every trained critic is held to)."""
+        transformers = require("transformers", "llm")
+        if not self.is_peft:
+            raise ValueError("the untrained critic is the base of a LoRA critic; this critic is fully fine-tuned")
+        base_path = self.model.peft_config["default"].base_model_name_or_path
+        base = transformers.AutoModelForCausalLM.from_pretrained(base_path, **({"dtype": dtype} if dtype else {}))
+        return SweetCritic(base, self.tokenizer, ref_model=base, input_format=self.input_format,
+                           score_normalization=self.score_normalization, batch_size=self.batch_size)
+
     # ----------------------------------------------------------------------------------------------- scoring
     def _turn_logps(self, conversations: Sequence[TokenizedConversation], prefix_length: int = 0
                     ) -> list[tuple[Any, Any, Any]]:

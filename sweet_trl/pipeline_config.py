@@ -285,17 +285,32 @@ class RankArguments:
             Sequences per critic forward pass.
         report_trajectories (`int`, *optional*, defaults to `8`):
             Collected trajectories whose every agent turn the critic also scores, for the report.
+        selector (`str`, *optional*, defaults to `"critic"`):
+            Who ranks (:mod:`sweet_trl.selectors`): `"critic"` (the trained critic, by `ranking`),
+            `"untrained_critic"` (its base model given `c`, by `ranking`), `"random"`, or `"true_reward"` (the hidden
+            tests at states whose every candidate answers, random elsewhere): the controls of the critic's picks.
+        selector_seed (`int`, *optional*, defaults to `0`):
+            The random picks of `"random"` and `"true_reward"`.
     """
 
     ranking: str = "critic_minus_policy_logprob"
     scoring_batch_size: int = 8
     report_trajectories: int = 8
+    selector: str = "critic"
+    selector_seed: int = 0
 
     def __post_init__(self):
+        from sweet_trl.selectors import SELECTORS
         from sweet_trl.turn_pairs import RANKINGS
 
         if self.ranking not in RANKINGS:
             raise ValueError(f"ranking must be one of {RANKINGS}, got {self.ranking!r}")
+        if self.selector not in SELECTORS:
+            raise ValueError(f"selector must be one of {SELECTORS}, got {self.selector!r}")
+
+    @property
+    def uses_critic(self) -> bool:
+        return self.selector in ("critic", "untrained_critic")
 
 
 @dataclass

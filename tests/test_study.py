@@ -840,3 +840,50 @@ def test_credit_scores_every_critic_against_monte_carlo_returns_and_resumes(tiny
             if against_run[metric] is not None:
                 assert against_run[metric]["mean"] == pytest.approx(-run_against[metric]["mean"])
     assert set(variant["rankings"]) == {"run_ranking", "critic_advantage"}
+
+
+def test_rank_selectors_pick_by_the_tests_at_random_or_with_the_untrained_critic(tiny_study):
+    """``rank --selector``: the controls of the critic's picks run through the real stage on the tiny study's
+    candidates. ``true_reward`` puts a candidate that passes the most tests first wherever every candidate answers;
+    ``random`` needs no critic and picks the same again; ``untrained_critic`` ranks with the critic's base model."""
+    from sweet_trl.critic import SweetCritic
+    from sweet_trl.policy_trainer import load_rows
+    from sweet_trl.selectors import answers_only, grade_candidates, random_scorer
+    from sweet_trl.study.runner import Study
+
+    run = tiny_study["run"]
+    study = Study(tiny_study["root"] / "study.yaml", stream=io.StringIO())
+    ranked, markers = {}, {}
+    for selector in ("random", "true_reward", "untrained_critic"):
+        folder = run / f"selector_{selector}"
+        study.link_shared(folder, ("collect", "critic_pairs", "train_critic", "sample_candidates"))
+        markers[selector] = study.stage("rank", folder, "--selector", selector)
+        assert markers[selector]["info"]["selector"] == selector
+        ranked[selector] = load_rows(run / markers[selector]["dir"] / "ranked").to_list()
+    assert "train_critic" not in markers["random"]["inputs"] and "train_critic" in markers["untrained_critic"]["inputs"]
+
+    tasks = {t.task_id: t for t in resolve_train_tasks(tiny_study["root"])}
+    answer_rows = [r for r in ranked["true_reward"] if answers_only(r["candidates"])]
+    graded = grade_candidates(answer_rows, tasks)
+    spread = [r for r in graded if max(r["candidate_rewards"]) > min(r["candidate_rewards"])]
+    assert spread, "the tiny study's answer turns should hold right and wrong answers"
+    for row in graded:
+        top = max(range(len(row["candidates"])), key=lambda i: row["ranking_scores"][i])
+        assert row["candidate_rewards"][top] == max(row["candidate_rewards"]), row["state_id"]
+
+    again = random_scorer(0)
+    for row in ranked["random"]:
+        dialogue = [m for m in row["prompt"] if m["role"] != "system"]
+        assert row["ranking_scores"] == [s for s, _ in again(dialogue, row["candidates"], row["privileged"])]
+
+    trained = {r["state_id"]: r["ranking_scores"] for r in load_rows(run / "rank" / "ranked").to_list()}
+    untrained = {r["state_id"]: r["ranking_scores"] for r in ranked["untrained_critic"]}
+    assert trained.keys() == untrained.keys() and trained != untrained
+    base = SweetCritic.from_pretrained(run / "train_critic" / "model").untrained()
+    assert not base.is_peft and base.model is base.ref_model
+
+
+def resolve_train_tasks(root):
+    from colbench_gym.tasks import resolve_tasks
+
+    return resolve_tasks(str(root / "train.jsonl"))

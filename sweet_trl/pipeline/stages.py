@@ -189,11 +189,60 @@ def stage_sample_candidates(ctx: StageContext, gen: GenerationArguments, args: C
     )
 
 
-def _critic_scorer(critic: Any, ctx: StageContext, total: int, ranking: str) -> Callable:
-    """The critic as ``turn_pairs.rank_candidates``'s scorer, logging progress every tenth of the states."""
+def stage_rank(ctx: StageContext, args: RankArguments) -> StageResult:
+    """Score every candidate with the trained critic (or another selector, :mod:`sweet_trl.selectors`); the critic
+    also scores the turns of a few collected trajectories, for the report."""
+    from sweet_trl.turn_pairs import rank_candidates
+
+    candidates = ctx.input_path("sample_candidates", "candidates")
+    total = ctx.inputs["sample_candidates"]["counts"]["turn_states"]
+    critic, scorer, ranking = _selector(ctx, args, candidates)
+    config = _turn_pairs_config(ctx.run, ranking=ranking, scoring_batch_size=args.scoring_batch_size)
+    ranked = rank_candidates(candidates, _progress_scorer(scorer, ctx, total), config, output_dir=ctx.dir / "ranked")
+    errors = sum(1 for e in ranked["ranking_error"] if e)
+    advantages = [a for row in ranked["advantages"] for a in row if a is not None]
+    ctx.log(f"ranked {len(ranked)} turn states by {args.selector} ({errors} failed)")
+    examples = _score_trajectories(ctx, critic, args.report_trajectories) if critic is not None else []
+    if critic is None:
+        _write_jsonl(ctx.dir / "trajectory_advantages.jsonl", [])
+    del critic
+    release()
+    return StageResult(
+        counts={"turn_states": len(ranked), "ranking_errors": errors, "scored_trajectories": len(examples)},
+        metrics={"mean_candidate_advantage": _mean(advantages),
+                 "candidate_advantage_std": _std(advantages)},
+        outputs={"ranked": "ranked", "trajectory_advantages": "trajectory_advantages.jsonl"},
+        info={"selector": args.selector, "ranking": ranking},
+    )
+
+
+def _selector(ctx: StageContext, args: RankArguments, candidates: Path) -> tuple[Any, Callable, str]:
+    """``(critic or None, scorer, ranking)`` of the rank stage's selector."""
+    from sweet_trl import selectors
     from sweet_trl.turn_pairs import as_candidate_scorer
 
-    scorer = as_candidate_scorer(critic, ranking)
+    if args.uses_critic:
+        from sweet_trl.critic import SweetCritic
+
+        critic = SweetCritic.from_pretrained(ctx.input_path("train_critic", "model"),
+                                             batch_size=args.scoring_batch_size)
+        if args.selector == "untrained_critic":
+            critic = critic.untrained()
+            scorer = as_candidate_scorer(critic, args.ranking)
+            scorer.name = f"untrained:{scorer.name}"  # not the trained critic's scores on resume
+            return critic, scorer, args.ranking
+        return critic, as_candidate_scorer(critic, args.ranking), args.ranking
+    if args.selector == "random":
+        return None, selectors.random_scorer(args.selector_seed), selectors.SELECTOR_RANKING
+    from sweet_trl.policy_trainer import load_rows
+
+    rows = load_rows(candidates).to_list()
+    tasks = {task.task_id: task for task in load_tasks(ctx.run, "train")}
+    return None, selectors.true_reward_scorer(rows, tasks, seed=args.selector_seed), selectors.SELECTOR_RANKING
+
+
+def _progress_scorer(scorer: Callable, ctx: StageContext, total: int) -> Callable:
+    """``scorer`` as ``turn_pairs.rank_candidates``'s, logging progress every tenth of the states."""
     done = 0
 
     def score(dialogue: list[dict[str, str]], candidates: list[str], privileged: str):
@@ -204,32 +253,8 @@ def _critic_scorer(critic: Any, ctx: StageContext, total: int, ranking: str) -> 
             ctx.log(f"scored {done}/{total} turn states")
         return scores
 
-    score.name = getattr(scorer, "name", None)  # which critic: a resumed ranking must be the same one's
+    score.name = getattr(scorer, "name", None)  # which scorer: a resumed ranking must be the same one's
     return score
-
-
-def stage_rank(ctx: StageContext, args: RankArguments) -> StageResult:
-    """Score every candidate with the trained critic; also score the turns of a few collected trajectories."""
-    from sweet_trl.critic import SweetCritic
-    from sweet_trl.turn_pairs import rank_candidates
-
-    critic = SweetCritic.from_pretrained(ctx.input_path("train_critic", "model"), batch_size=args.scoring_batch_size)
-    config = _turn_pairs_config(ctx.run, ranking=args.ranking, scoring_batch_size=args.scoring_batch_size)
-    candidates = ctx.input_path("sample_candidates", "candidates")
-    total = ctx.inputs["sample_candidates"]["counts"]["turn_states"]
-    ranked = rank_candidates(candidates, _critic_scorer(critic, ctx, total, args.ranking), config, output_dir=ctx.dir / "ranked")
-    errors = sum(1 for e in ranked["ranking_error"] if e)
-    advantages = [a for row in ranked["advantages"] for a in row if a is not None]
-    ctx.log(f"ranked {len(ranked)} turn states ({errors} failed)")
-    examples = _score_trajectories(ctx, critic, args.report_trajectories)
-    del critic
-    release()
-    return StageResult(
-        counts={"turn_states": len(ranked), "ranking_errors": errors, "scored_trajectories": len(examples)},
-        metrics={"mean_candidate_advantage": _mean(advantages),
-                 "candidate_advantage_std": _std(advantages)},
-        outputs={"ranked": "ranked", "trajectory_advantages": "trajectory_advantages.jsonl"},
-    )
 
 
 def _std(values: Sequence[float]) -> float:

@@ -24,6 +24,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from sweet_trl.selectors import grade_candidates
 from sweet_trl.study.stats import bootstrap_by_task, paired_by_task
 
 SOLVED = 1.0  # the reward of an answer that passes every hidden test: a success
@@ -128,28 +129,6 @@ def write_with_settings(path: Any, settings: Mapping[str, Any], rows: Sequence[M
     from sweet_trl.pipeline.stages import _write_jsonl
 
     _write_jsonl(Path(path), [{"settings": dict(settings)}, *rows])
-
-
-def grade_candidates(rows: Sequence[Mapping[str, Any]], tasks: Mapping[str, Any], grader: Any = None
-                     ) -> list[dict[str, Any]]:
-    """Add ``candidate_rewards`` (fraction of hidden tests passed) to each row, graded like the environment does
-    (code extracted from the message, the sandboxed grader against the task's reference)."""
-    from colbench_gym.execution import default_grader, extract_code
-
-    grader = grader or default_grader()
-    jobs, where = [], []
-    for i, row in enumerate(rows):
-        task = tasks[row["task_id"]]
-        for j, text in enumerate(row["candidates"]):
-            code = extract_code(text)
-            if code.strip():
-                jobs.append((code, task.ground_truth, task.test_cases))
-                where.append((i, j))
-    results = grader.grade_many(jobs) if jobs else []
-    out = [{**row, "candidate_rewards": [0.0] * len(row["candidates"])} for row in rows]
-    for (i, j), result in zip(where, results):
-        out[i]["candidate_rewards"][j] = math.nan if result.infra_error else float(result.score)
-    return out
 
 
 # what one pick is judged by: a best candidate (top1), its reward, whether it passes every test

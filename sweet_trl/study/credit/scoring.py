@@ -67,17 +67,10 @@ def load_critic(folder: Path, batch_size: int, dtype: Any = None) -> Any:
 
 
 def untrained_critic(trained: Any, batch_size: int, dtype: Any = None) -> Any:
-    """The base model of a LoRA critic as critic and as its own reference, reading ``c`` as the critic does."""
-    import transformers
-
-    from sweet_trl.critic import SweetCritic
-
-    if not trained.is_peft:
-        raise ValueError("the untrained critic is the base of a LoRA critic; this critic is fully fine-tuned")
-    base_path = trained.model.peft_config["default"].base_model_name_or_path
-    base = transformers.AutoModelForCausalLM.from_pretrained(base_path, **({"dtype": dtype} if dtype else {}))
-    return SweetCritic(base, trained.tokenizer, ref_model=base, input_format=trained.input_format,
-                       batch_size=batch_size)
+    """The base model of a LoRA critic as critic and as its own reference (:meth:`SweetCritic.untrained`)."""
+    untrained = trained.untrained(dtype)
+    untrained.batch_size = batch_size
+    return untrained
 
 
 def policy_likelihood(row: Mapping[str, Any]) -> list[float]:
