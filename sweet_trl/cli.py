@@ -17,6 +17,7 @@
     sweet-rl baseline rft|mtdpo|zero-shot --config run.yaml                # the paper's baselines
     sweet-rl report            --config run.yaml                           # <run_dir>/report.html
     sweet-rl credit            --config study_cpu --run_dir runs/study_cpu # critics against Monte Carlo returns
+    sweet-rl fair-study        --config fair_cpu                           # every arm at equal compute, test read once
     sweet-rl configs [NAME]                                                # the shipped configs; print one
 
 Every stage takes the same YAML file (shared keys and a section per stage, see
@@ -195,6 +196,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             if config_path is None:
                 raise pipeline.ConfigError("credit needs --config: the study run's configuration")
             run_credit(config_path, rest)
+        elif command == "fair-study" and ("-h" in rest or "--help" in rest):
+            from sweet_trl.study.fair import runner as fair
+            from sweet_trl.study.fair.config import FairStudyArguments
+
+            print(textwrap.dedent("    " + fair.__doc__))
+            pipeline.make_parser([FairStudyArguments], prog="sweet-rl fair-study (--fair.<option>)").print_help()
+        elif command == "fair-study":
+            from sweet_trl.study.fair import run_fair_study
+
+            if config_path is None:
+                raise pipeline.ConfigError("fair-study needs --config: a file, or a shipped name (sweet-rl configs)")
+            run_fair_study(config_path, rest)
         elif command == "report":
             pipeline.report_command(config_path, rest)
         else:

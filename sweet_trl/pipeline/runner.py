@@ -272,6 +272,22 @@ def _barrier() -> None:
         PartialState().wait_for_everyone()
 
 
+def complete_marker(stage: Stage, args: Sequence[Any]) -> dict[str, Any] | None:
+    """The marker :func:`run_stage` would return without running ``stage`` with ``args`` (complete, with these
+    options and inputs), else ``None``; nothing runs."""
+    run_dir = Path(args[0].run_dir)
+    inputs: dict[str, dict[str, Any]] = {}
+    for name in stage.inputs(*args[1:]):
+        marker = read_marker(run_dir / name)
+        if marker is None:
+            return None
+        inputs[name] = marker
+    marker = read_marker(run_dir / stage.dir_name(args[1:]))
+    if marker is None or args[0].force or marker.get("fingerprint") not in accepted_fingerprints(stage, args, inputs):
+        return None
+    return marker
+
+
 def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str, Any]:
     """Run ``stage`` with its parsed dataclasses (``RunArguments`` first) unless it is complete; return its marker.
 

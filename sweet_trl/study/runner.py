@@ -67,7 +67,17 @@ def parse_study_arguments(section: Any, cli_args: Sequence[str] = ()) -> StudyAr
 
 
 class Study:
-    """Runs the study's stages in order (each skipped when complete) and gathers the results."""
+    """Runs the study's stages in order (each skipped when complete) and gathers the results.
+
+    ``section`` names the config section (and ``--<section>.*`` overrides) of the study's own options, parsed by
+    :meth:`parse_arguments`; a study of another design (:mod:`sweet_trl.study.fair`) changes both.
+    """
+
+    section = "study"
+
+    @staticmethod
+    def parse_arguments(section: Any, cli_args: Sequence[str]) -> Any:
+        return parse_study_arguments(section, cli_args)
 
     def __init__(self, config_path: str | os.PathLike, cli_args: Sequence[str] = (), stream: Any = None):
         from sweet_trl.pipeline import SECTIONS, _check_keys
@@ -76,7 +86,7 @@ class Study:
         self.config = load_yaml(config_path)
         self.config_path = resolve_config(config_path)  # a shipped configuration's name becomes its file
         shared, per_section = split_overrides(cli_args)
-        self.args = parse_study_arguments(self.config.pop("study", None), per_section.pop("study", []))
+        self.args = self.parse_arguments(self.config.pop(self.section, None), per_section.pop(self.section, []))
         unknown = sorted(set(per_section) - set(SECTIONS))
         if unknown:
             raise ConfigError(f"unknown stages in overrides: {unknown} (stages: {list(SECTIONS)})")

@@ -1,0 +1,126 @@
+"""``fair_study.json``: the protocol, each arm's compute, the test figures and the comparisons at equal rounds."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from sweet_trl.study.fair.arms import COMPARED_WITH, START, SWEET_VARIANTS
+from sweet_trl.study.protocol import ProtocolError, check_equal_compute, git_state, protocol_summary
+from sweet_trl.study.results import policy_entry
+from sweet_trl.study.stats import paired_difference, per_task_means
+
+TRAINING_STAGES = ("train_policy", "train_policy_best", "baseline_rft", "baseline_mtdpo")
+
+
+def arm_compute(study: Any, arm: str) -> dict[str, Any]:
+    """What ``arm`` spent: rounds trained, episodes collected, candidates sampled, optimizer steps, and the seconds
+    of every stage it used (shared stages count in full for every arm that used them)."""
+    episodes = candidates = steps = 0
+    seconds: dict[str, float] = {}
+    for key, stage in study.used.get(arm, {}).items():
+        marker = study.markers.get(key)
+        if marker is None:
+            continue
+        counts = marker.get("counts", {})
+        episodes += counts.get("episodes", 0) if stage == "collect" else 0
+        candidates += counts.get("candidates", 0) if stage == "sample_candidates" else 0
+        steps += counts.get("steps", 0) if stage in TRAINING_STAGES else 0
+        seconds[stage] = round(seconds.get(stage, 0.0) + float(marker.get("seconds", 0.0)), 1)
+    rounds = sum(1 for key, stage in study.used.get(arm, {}).items()
+                 if stage in TRAINING_STAGES and key in study.markers)
+    return {"rounds": rounds, "episodes": episodes, "candidates_sampled": candidates, "gradient_steps": steps,
+            "stage_seconds": seconds}
+
+
+def _test_rows(study: Any, arm: str) -> list[dict[str, Any]] | None:
+    marker = study.markers.get(f"{arm}/test")
+    if marker is None:
+        return None
+    return json.loads((study.run_dir / marker["dir"] / "per_task.json").read_text(encoding="utf-8"))
+
+
+def _difference(ours: Sequence[Mapping[str, Any]], theirs: Sequence[Mapping[str, Any]], key: str, scale: float,
+                samples: int, seed: int) -> dict[str, Any] | None:
+    a, b = per_task_means(ours, key), per_task_means(theirs, key)
+    if not set(a) & set(b):
+        return None
+    diff = paired_difference(a, b, samples, 0.95, seed)
+    return {"difference": diff.mean * scale, "ci": [diff.low * scale, diff.high * scale], "tasks": diff.tasks,
+            "excludes_zero": diff.excludes_zero()}
+
+
+def arm_comparison(ours: Sequence[Mapping[str, Any]], theirs: Sequence[Mapping[str, Any]], samples: int, seed: int
+                   ) -> dict[str, Any]:
+    """``ours - theirs`` on the test tasks, paired by task: success (points, 0-1) and tests passed (points of 100),
+    overall and on seen and unseen templates."""
+    from colbench_gym.tasks.procedural import task_part
+
+    out = {"success": _difference(ours, theirs, "success_rate", 1.0, samples, seed),
+           "tests_passed": _difference(ours, theirs, "mean_reward", 100.0, samples, seed)}
+    for part in ("seen", "unseen"):
+        pick = [r for r in ours if task_part(str(r["task_id"])) == part]
+        other = [r for r in theirs if task_part(str(r["task_id"])) == part]
+        out[part] = _difference(pick, other, "success_rate", 1.0, samples, seed) if pick and other else None
+    return out
+
+
+def comparison_names(arms: Sequence[str]) -> list[tuple[str, str]]:
+    """Each SWEET-RL variant against every baseline and control present, then every other arm against the start."""
+    pairs = [(ours, theirs) for ours in SWEET_VARIANTS if ours in arms
+             for theirs in (*SWEET_VARIANTS, *COMPARED_WITH) if theirs in arms and theirs != ours]
+    pairs = [p for i, p in enumerate(pairs) if (p[1], p[0]) not in pairs[:i]]
+    pairs += [(arm, START) for arm in arms if arm != START and (arm, START) not in pairs]
+    return pairs
+
+
+def fair_results(study: Any) -> dict[str, Any]:
+    args = study.args
+    arms = [arm for arm in args.arms if arm not in study.failed]
+    compute = {arm: arm_compute(study, arm) for arm in args.arms}
+    try:
+        equal = check_equal_compute({arm: {k: v for k, v in compute[arm].items() if k != "stage_seconds"}
+                                     for arm in arms}) if arms else None
+    except ProtocolError as err:
+        equal = {"error": str(err)}
+    tested = {arm: rows for arm in [START, *arms] if (rows := _test_rows(study, arm)) is not None}
+    comparisons = {}
+    if equal is not None and "error" not in equal:
+        comparisons = {f"{a} - {b}": arm_comparison(tested[a], tested[b], args.bootstrap_samples, args.seed)
+                       for a, b in comparison_names(list(tested))}
+    commit, dirty = git_state()
+    return {
+        "settings": {**asdict(args), "config": str(study.config_path), "git_commit": commit, "git_dirty": dirty},
+        "protocol": {**protocol_summary(study.run_dir), "validation_by_round": study.validation},
+        "arms": compute, "compute": equal,
+        "test": {arm: policy_entry(rows, args.bootstrap_samples, 0.95, args.seed) for arm, rows in tested.items()},
+        "comparisons": comparisons,
+        "failed": dict(study.failed),
+    }
+
+
+def format_table(results: Mapping[str, Any]) -> str:
+    def cell(entry: Mapping[str, Any] | None) -> str:
+        if not entry:
+            return "-"
+        return f"{entry['difference'] * 100:+6.1f} [{entry['ci'][0] * 100:+6.1f}, {entry['ci'][1] * 100:+6.1f}]"
+
+    lines = [f"{'test, success (points)':<34} {'all':>24} {'seen':>24} {'unseen':>24}"]
+    for name, entry in results["comparisons"].items():
+        lines.append(f"{name:<34} {cell(entry['success']):>24} {cell(entry['seen']):>24} {cell(entry['unseen']):>24}")
+    return "\n".join(lines)
+
+
+def write_fair_results(study: Any, results: Mapping[str, Any]) -> Path:
+    text = json.dumps(results, indent=1, default=str)
+    path = study.folder / "fair_study.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    if study.args.results_path:
+        Path(study.args.results_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(study.args.results_path).write_text(text, encoding="utf-8")
+    print(format_table(results), file=study.out, flush=True)
+    return path

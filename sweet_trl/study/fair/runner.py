@@ -1,0 +1,242 @@
+"""``sweet-rl fair-study``: SWEET-RL against its baselines and controls at equal compute, read as a skeptic would.
+
+    sweet-rl fair-study --config fair_cpu $(python -m sweet_trl.precision)          # make fair-study
+    sweet-rl fair-study --config fair_cpu --fair.read_test false                    # validation only
+    sweet-rl fair-study --config fair_cpu --run_dir runs/fair_cpu_seed1 --fair.seed 1 \\
+        --fair.results_path benchmarks/results/fair_study_seed1.json
+
+Every arm (:mod:`~sweet_trl.study.fair.arms`) starts from the same policy and runs ``rounds`` on-policy rounds:
+collect the same number of episodes with its current policy, build that round's training data its own way, train
+for ``gradient_steps`` optimizer steps. The critics (with and without c) are trained once, on round 1's collection,
+which every arm shares, as round 1's candidates are shared by every candidate arm. Each round's policy is evaluated
+on the validation tasks; then each arm's test policy (its last round, or its best on validation) reads the test
+tasks once, through the protocol's ledger (:mod:`sweet_trl.study.protocol`): a second read is refused unless forced.
+
+Folders under ``<run_dir>/fair/``::
+
+    start/{collect,critic_pairs,train_critic,sample_candidates}  start/no_c/train_critic
+    <arm>/round<r>/{collect,sample_candidates,rank,policy_pairs,<training stage>}   (round 1 links start/'s)
+    <arm>/validation/evaluate/...   <arm>/test/evaluate/...   start/validation/...   start/test/...
+    fair_study.json
+
+Every step is a pipeline stage: a stopped study resumes stage by stage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sweet_trl.pipeline_config import ConfigError, make_parser
+from sweet_trl.study.fair.arms import ARMS, START, Arm
+from sweet_trl.study.fair.config import FairStudyArguments
+from sweet_trl.study.runner import WARM_START, Study, merged_policy
+
+
+def parse_fair_arguments(section: Any, cli_args: Sequence[str] = ()) -> FairStudyArguments:
+    if section is not None and not isinstance(section, dict):
+        raise ConfigError(f"the fair section must be a mapping, got {type(section).__name__}")
+    try:
+        parser = make_parser([FairStudyArguments], prog="sweet-rl fair-study")
+        parser.set_defaults_with_config(**(section or {}))
+        (args,) = parser.parse_args_into_dataclasses(args=list(cli_args))
+    except ValueError as err:
+        raise ConfigError(f"fair: {err}") from err
+    return args
+
+
+def link(folder: Path, name: str, target: Path) -> None:
+    """``folder/name`` -> ``target`` (a completed stage another arm or round made), relative, made once."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path, relative = folder / name, os.path.relpath(target, folder)
+    if path.is_symlink() and os.readlink(path) == relative:
+        return
+    if path.exists() or path.is_symlink():
+        raise ConfigError(f"{path} exists and is not a link to {target}; remove it")
+    path.symlink_to(relative, target_is_directory=True)
+
+
+class FairStudy(Study):
+    section = "fair"
+    parse_arguments = staticmethod(parse_fair_arguments)
+
+    def __init__(self, config_path: Any, cli_args: Sequence[str] = (), stream: Any = None):
+        super().__init__(config_path, cli_args, stream)
+        test_tasks = self.stage_options("evaluate", [])[0].eval_tasks
+        if self.args.validation_tasks == test_tasks:
+            raise ConfigError(f"fair.validation_tasks is the test tasks ({test_tasks}): settings are read on "
+                              "validation tasks, the test tasks once per arm at the end")
+        self.folder = self.run_dir / "fair"
+        self.start = self.folder / START
+        self.validation: dict[str, list[dict[str, Any]]] = {}  # arm -> per round (0: the start) validation figures
+        self.used: dict[str, dict[str, str]] = {}  # arm -> {stage key: marker key}: the stages each arm spent
+
+    # -- the stages ------------------------------------------------------------------------------------------
+
+    def spend(self, arm: str, name: str, run_dir: Path, *extra: str, key: str) -> dict[str, Any]:
+        """A stage run (or read back) for ``arm`` and counted in its compute; shared stages count for every arm."""
+        marker = self.markers.get(key) or self.stage(name, run_dir, *extra, key=key)
+        self.used.setdefault(arm, {})[key] = name
+        return marker
+
+    def seeded(self, name: str, round_index: int) -> list[str]:
+        """The study seed, offset by round, for the stages that draw (a new round draws new episodes)."""
+        option = {"collect": "--collect_seed", "sample_candidates": "--candidates_seed"}[name]
+        return [option, str(self.args.seed * 1000 + round_index - 1)]
+
+    def candidate_options(self) -> list[str]:
+        return ["--state_fraction", "1.0", "--max_states", str(self.args.candidate_states)]
+
+    def shared_round_one(self, arms: Sequence[Arm]) -> None:
+        """Round 1's collection, critics and candidates: every arm starts from the same policy, so they are shared."""
+        self.spend(START, "collect", self.start, *self.seeded("collect", 1), key="start/collect")
+        if any(arm.critic == "with_c" for arm in arms):
+            self.stage("critic_pairs", self.start, key="start/critic_pairs")
+            self.stage("train_critic", self.start, key="start/train_critic")
+        if any(arm.critic == "without_c" for arm in arms):
+            self.stage("critic_pairs", self.start, key="start/critic_pairs")
+            without = self.start / "no_c"
+            for name in ("collect", "critic_pairs"):
+                link(without, name, self.start / name)
+            self.stage("train_critic", without, "--use_privileged", "false", key="start/no_c/train_critic")
+        if any(arm.samples_candidates for arm in arms):
+            self.stage("sample_candidates", self.start, *self.candidate_options(), *self.seeded("sample_candidates", 1),
+                       key="start/sample_candidates")
+
+    def round(self, arm: Arm, round_index: int, policy: str) -> str:
+        """One round of ``arm`` from ``policy``; returns the policy it trained (merged, a model folder)."""
+        folder, label = self.folder / arm.name / f"round{round_index}", f"{arm.name}/round{round_index}"
+        own_policy = ["--policy_model", policy]
+        if round_index == 1:
+            link(folder, "collect", self.start / "collect")
+            self.used.setdefault(arm.name, {})["start/collect"] = "collect"
+        else:
+            self.spend(arm.name, "collect", folder, *own_policy, *self.seeded("collect", round_index),
+                       key=f"{label}/collect")
+        if arm.critic:
+            critic = self.start / "train_critic" if arm.critic == "with_c" else self.start / "no_c" / "train_critic"
+            link(folder, "train_critic", critic)
+            key = "start/train_critic" if arm.critic == "with_c" else "start/no_c/train_critic"
+            self.used[arm.name][key] = "train_critic"
+        if arm.samples_candidates:
+            if round_index == 1:
+                link(folder, "sample_candidates", self.start / "sample_candidates")
+                self.used[arm.name]["start/sample_candidates"] = "sample_candidates"
+            else:
+                self.spend(arm.name, "sample_candidates", folder, *own_policy, *self.candidate_options(),
+                           *self.seeded("sample_candidates", round_index), key=f"{label}/sample_candidates")
+            self.spend(arm.name, "rank", folder, "--selector", arm.selector, "--selector_seed",
+                       str(self.args.seed * 1000 + round_index), key=f"{label}/rank")
+            if arm.update == "turn_dpo":
+                self.spend(arm.name, "policy_pairs", folder, key=f"{label}/policy_pairs")
+        stage = arm.training_stage
+        self.spend(arm.name, stage, folder, *own_policy, "--max_steps", str(self.args.gradient_steps),
+                   key=f"{label}/{stage}")
+        trained = str(merged_policy(folder / stage).resolve())
+        self.validate(arm.name, round_index, trained)
+        return trained
+
+    def validate(self, arm: str, round_index: int, policy: str) -> None:
+        """``policy`` on the validation tasks (its figures are what settings are read on)."""
+        from sweet_trl.study.results import policy_entry
+
+        extra = ["--eval_tasks", self.args.validation_tasks]
+        if self.args.max_validation_tasks:
+            extra += ["--max_eval_tasks", str(self.args.max_validation_tasks)]
+        key = f"{arm}/round{round_index}/validation"
+        marker = self.stage("evaluate", self.folder / arm / "validation", "--policy", policy, *extra, key=key)
+        rows = json.loads((self.run_dir / marker["dir"] / "per_task.json").read_text(encoding="utf-8"))
+        figures = policy_entry(rows, self.args.bootstrap_samples, 0.95, self.args.seed)
+        entry = {"round": round_index, "policy": policy, "evaluation": marker["run_id"], **figures}
+        rounds = self.validation.setdefault(arm, [])
+        rounds[:] = [r for r in rounds if r["round"] != round_index] + [entry]
+
+    # -- the study -------------------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        from sweet_trl.study.fair.report import fair_results, write_fair_results
+
+        arms = [ARMS[name] for name in self.args.arms]
+        if WARM_START in self.config:
+            from sweet_trl.pipeline.commands import warm_start_override
+
+            self.shared = [*self.shared, *warm_start_override(
+                self.run_dir, self.stage(WARM_START, self.run_dir, key=WARM_START))]
+        start_policy = self.stage_options("collect", [])[0].policy_model
+        self.shared_round_one(arms)
+        self.validate(START, 0, start_policy)
+        trained: dict[str, dict[int, str]] = {START: {0: start_policy}}
+        for arm in arms:
+            def rounds(arm: Arm = arm) -> None:
+                policy = start_policy
+                for round_index in range(1, self.args.rounds + 1):
+                    policy = self.round(arm, round_index, policy)
+                    trained.setdefault(arm.name, {})[round_index] = policy
+            self.method(arm.name, rounds)
+        if self.args.read_test:
+            for arm in [START, *(a.name for a in arms if a.name not in self.failed)]:
+                self.method(arm, lambda arm=arm: self.read_test(arm, trained[arm]))
+        results = fair_results(self)
+        write_fair_results(self, results)
+        return results
+
+    def write(self, final: bool = False) -> dict[str, Any]:
+        """The study's JSON so far (a stopped study keeps what it measured)."""
+        from sweet_trl.study.fair.report import fair_results, write_fair_results
+
+        results = fair_results(self)
+        write_fair_results(self, results)
+        return results
+
+    def test_round(self, arm: str) -> int:
+        rounds = self.validation[arm]
+        if arm == START:
+            return 0
+        if self.args.test_round == "last":
+            return max(r["round"] for r in rounds)
+        best = max(r["success_rate"] for r in rounds)
+        return min(r["round"] for r in rounds if r["success_rate"] == best)
+
+    def validation_record(self, arm: str) -> dict[str, Any]:
+        """What the protocol's ledger keeps of the validation an arm's test read rests on."""
+        chosen = self.test_round(arm)
+        return {"tasks": self.args.validation_tasks,
+                "settings": {"round": chosen, "rounds": self.args.rounds, "test_round": self.args.test_round,
+                             "gradient_steps": self.args.gradient_steps,
+                             "candidate_states": self.args.candidate_states},
+                "figures": {f"round{r['round']}": {"success_rate": r["success_rate"], "success_ci": r["success_ci"],
+                                                   "tests_passed": r["tests_passed"]}
+                            for r in sorted(self.validation[arm], key=lambda r: r["round"])}}
+
+    def read_test(self, arm: str, policies: dict[int, str]) -> None:
+        """``arm``'s one read of the test tasks: refused before any evaluation where the ledger would refuse it."""
+        from sweet_trl.study.protocol import check_can_read_test, record_test_read
+
+        validation = self.validation_record(arm)
+        policy = policies[validation["settings"]["round"]]
+        test_tasks = self.stage_options("evaluate", [])[0].eval_tasks
+        run_dir, key = self.folder / arm / "test", f"{arm}/test"
+        options = self.stage_options("evaluate", ["--run_dir", str(run_dir), "--policy", policy])
+        from sweet_trl.pipeline import STAGES
+        from sweet_trl.pipeline.runner import complete_marker
+
+        done = complete_marker(STAGES["evaluate"], options)
+        check_can_read_test(self.run_dir, arm, validation, force=self.args.force_test_read,
+                            evaluation=done["run_id"] if done else None, test_tasks=test_tasks)
+        marker = self.stage("evaluate", run_dir, "--policy", policy, key=key)
+        record_test_read(self.run_dir, arm, config={"arm": arm, "settings": validation["settings"],
+                                                    "config": str(self.config_path)},
+                         validation=validation, force=self.args.force_test_read, evaluation=marker["run_id"],
+                         test_tasks=test_tasks)
+
+
+def run_fair_study(config_path: Any, cli_args: Sequence[str] = (), stream: Any = None) -> dict[str, Any]:
+    """``sweet-rl fair-study --config fair_cpu [--key value] [--<stage>.key value] [--fair.key value]``."""
+    from sweet_trl.pipeline import setup_logging
+
+    setup_logging()
+    return FairStudy(config_path, cli_args, stream or sys.stdout).run()

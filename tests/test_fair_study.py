@@ -1,0 +1,152 @@
+"""The fair study on a tiny model: every arm at equal compute, validation every round, the test tasks read once."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from helpers_tiny_models import save_tiny_model
+from test_study import ScriptedAnswers
+
+ARMS = ["sweet_best", "rft", "best_random", "best_untrained"]
+
+
+@pytest.fixture(scope="module")
+def tiny_fair(tmp_path_factory):
+    pytest.importorskip("trl")
+    import torch
+    import yaml
+
+    from colbench_gym.tasks import resolve_tasks
+    from colbench_gym.tasks.procedural import generate_tasks
+    from sweet_trl import pipeline
+    from sweet_trl.study.fair import run_fair_study
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("fair")
+    model = save_tiny_model(root / "tiny-llama")
+    files = {"train": generate_tasks(3, "train", templates=["greet", "order_code", "make_slug"]),
+             "validation": generate_tasks(3, "validation", templates=["bag_too_heavy", "electricity_cost", "initials"]),
+             "test": generate_tasks(4, "test", templates=["late_fee", "overtime_pay", "seat_label", "sale_price"])}
+    for split, rows in files.items():
+        (root / f"{split}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    tasks = {t.problem_description: t for split in files for t in resolve_tasks(str(root / f"{split}.jsonl"))}
+    real = pipeline.models.make_backend
+    patch = pytest.MonkeyPatch()
+    patch.setattr(pipeline.models, "make_backend", lambda *a, **k: ScriptedAnswers(real(*a, **k), tasks))
+    config = {
+        "run_dir": str(root / "run"), "policy_model": model, "train_tasks": str(root / "train.jsonl"),
+        "eval_tasks": str(root / "test.jsonl"), "max_turns": 2,
+        "max_new_tokens": 8, "generation_batch_size": 8, "num_workers": 2,
+        "bf16": False, "use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"],
+        "gradient_checkpointing": False, "logging_steps": 1, "report_to": [], "max_length": 1024,
+        "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "max_steps": 2, "learning_rate": 1e-3,
+        "save_strategy": "no",
+        "collect": {"episodes_per_task": 4},
+        "critic_pairs": {"pair_rule": "all_pairs", "require_success": False},
+        "sample_candidates": {"num_candidates": 3},
+        "baseline_rft": {"min_reward": 0.5},
+        "evaluate": {"eval_episodes_per_task": 2, "eval_temperature": 1.0},
+        "fair": {"arms": ARMS, "rounds": 2, "gradient_steps": 3, "candidate_states": 4,
+                 "validation_tasks": str(root / "validation.jsonl"), "bootstrap_samples": 300,
+                 "results_path": str(root / "results" / "fair_study.json")},
+    }
+    path = root / "fair.yaml"
+    path.write_text(yaml.safe_dump(config))
+    first, second = io.StringIO(), io.StringIO()
+    results = run_fair_study(path, stream=first)
+    again = run_fair_study(path, stream=second)
+    yield {"root": root, "run": root / "run", "path": path, "results": results, "again": again,
+           "second": second.getvalue()}
+    patch.undo()
+
+
+def test_every_arm_spends_the_same_rounds_episodes_and_gradient_steps(tiny_fair):
+    results, run = tiny_fair["results"], tiny_fair["run"]
+    arms = results["arms"]
+    assert set(arms) == set(ARMS) and not results["failed"]
+    assert results["compute"]["rounds"] == 2 and "rounds" not in results["compute"]["unequal"]
+    for name, spent in arms.items():
+        assert spent["rounds"] == 2 and spent["gradient_steps"] == 2 * 3, name
+        assert spent["episodes"] == 2 * 3 * 4, name  # 3 tasks x 4 episodes, each round from the arm's own policy
+        assert spent["stage_seconds"]["collect"] > 0
+    sampled = {name: arms[name]["candidates_sampled"] for name in ARMS}
+    assert sampled["rft"] == 0 and len({sampled[n] for n in ARMS if n != "rft"}) == 1 and sampled["sweet_best"] > 0
+    # round 1 is shared (the same start), round 2 is each arm's own
+    for name in ARMS:
+        assert (run / "fair" / name / "round1" / "collect").is_symlink()
+        assert not (run / "fair" / name / "round2" / "collect").is_symlink()
+    for name in ("sweet_best", "best_random", "best_untrained"):
+        assert (run / "fair" / name / "round1" / "sample_candidates").is_symlink()
+        assert not (run / "fair" / name / "round2" / "sample_candidates").is_symlink()
+        marker = json.loads((run / "fair" / name / "round2" / "rank" / "_COMPLETE.json").read_text())
+        assert marker["info"]["selector"] == {"sweet_best": "critic", "best_random": "random",
+                                              "best_untrained": "untrained_critic"}[name]
+    # round 2 trains from round 1's policy: its stages name the merged round-1 model
+    marker = json.loads((run / "fair" / "rft" / "round2" / "baseline_rft" / "_COMPLETE.json").read_text())
+    assert marker["config"][0]["policy_model"] == str((run / "fair" / "rft" / "round1" / "baseline_rft" / "merged")
+                                                      .resolve())
+
+
+def test_each_round_is_read_on_validation_and_each_arm_reads_the_test_tasks_once(tiny_fair):
+    results, run = tiny_fair["results"], tiny_fair["run"]
+    protocol = results["protocol"]
+    assert protocol["test_reads"] == {name: 1 for name in ["start", *ARMS]}
+    assert not any(protocol["forced_reads"].values())
+    for name in ARMS:
+        rounds = protocol["validation_by_round"][name]
+        assert [r["round"] for r in rounds] == [1, 2] and all(r["tasks"] == 3 for r in rounds)
+        record = protocol["validation"][name]
+        assert record["tasks"].endswith("validation.jsonl") and record["settings"]["round"] == 2
+        assert set(record["figures"]) == {"round1", "round2"}
+    ledger = json.loads((run / "protocol" / "test_reads.json").read_text())
+    assert {read["arm"] for read in ledger["reads"]} == {"start", *ARMS}
+    assert all(read["test_tasks"].endswith("test.jsonl") and read["git_commit"] for read in ledger["reads"])
+    for name in ["start", *ARMS]:
+        entry = results["test"][name]
+        assert entry["tasks"] == 4 and entry["episodes"] == 8 and set(entry["parts"]) == {"seen", "unseen"}
+
+
+def test_sweet_rl_is_compared_with_every_baseline_and_control_on_test_split_by_template(tiny_fair):
+    comparisons = tiny_fair["results"]["comparisons"]
+    for other in ("rft", "best_random", "best_untrained", "start"):
+        entry = comparisons[f"sweet_best - {other}"]
+        assert entry["success"]["ci"][0] <= entry["success"]["difference"] <= entry["success"]["ci"][1]
+        assert entry["success"]["tasks"] == 4 and entry["seen"]["tasks"] + entry["unseen"]["tasks"] == 4
+    assert {"rft - start", "best_random - start"} <= set(comparisons)
+    saved = json.loads((tiny_fair["root"] / "results" / "fair_study.json").read_text())
+    assert saved["comparisons"].keys() == comparisons.keys()
+
+
+def test_a_finished_fair_study_runs_nothing_again_and_reads_the_test_tasks_no_more(tiny_fair):
+    again, results = tiny_fair["again"], tiny_fair["results"]
+    assert "running" not in tiny_fair["second"].replace("running again", "")
+    assert again["protocol"]["test_reads"] == results["protocol"]["test_reads"]
+    assert again["comparisons"] == results["comparisons"] and again["arms"].keys() == results["arms"].keys()
+
+
+def test_a_second_test_read_is_refused_unless_forced_and_then_recorded(tiny_fair):
+    from sweet_trl.study.fair import run_fair_study
+    from sweet_trl.study.protocol import ProtocolError
+
+    ledger = tiny_fair["run"] / "protocol" / "test_reads.json"
+    before = ledger.read_text()
+    other_seed = ["--evaluate.eval_seed", "77", "--fair.arms", "rft"]  # a new test evaluation of the same arm
+    with pytest.raises(ProtocolError, match="already read the test tasks"):
+        run_fair_study(tiny_fair["path"], other_seed, stream=io.StringIO())
+    assert ledger.read_text() == before  # refused before evaluating: nothing recorded
+    forced = run_fair_study(tiny_fair["path"], [*other_seed, "--fair.force_test_read", "true"], stream=io.StringIO())
+    assert forced["protocol"]["test_reads"]["rft"] == 2 and forced["protocol"]["forced_reads"]["rft"] == 1
+
+
+def test_the_fair_study_refuses_bad_configurations(tiny_fair):
+    from sweet_trl.pipeline_config import ConfigError
+    from sweet_trl.study.fair import run_fair_study
+
+    for options, message in ((["--fair.arms", "sweet_best", "nope"], "unknown arms"),
+                             (["--fair.rounds", "0"], "rounds must be"),
+                             (["--fair.validation_tasks", str(tiny_fair["root"] / "test.jsonl")], "test tasks")):
+        with pytest.raises(ConfigError, match=message):
+            run_fair_study(tiny_fair["path"], options, stream=io.StringIO())
