@@ -10,7 +10,7 @@ STAMP := $(VENV)/.setup-stamp
 APT_PACKAGES := chromium chromium-headless-shell bubblewrap fonts-dejavu-core
 TORCH_PIP_ARGS ?=
 
-.PHONY: setup system-deps demo study credit test test-all benchmarks lint clean mutation-check
+.PHONY: setup system-deps demo study fair-study credit test test-all benchmarks lint clean mutation-check
 
 setup: $(STAMP)
 
@@ -48,6 +48,12 @@ demo: setup
 STUDY_ARGS ?=
 study: setup
 	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl study --config study_cpu $(NATIVE_BF16) $(STUDY_ARGS)
+
+# The fair study (sweet_trl/study/fair): SWEET-RL's best-of-N arm against iterated RFT and the random and untrained
+# critic's picks, equal rounds, episodes and gradient steps; validation every round, the test tasks once per arm.
+FAIR_ARGS ?=
+fair-study: setup
+	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl fair-study --config fair_cpu $(NATIVE_BF16) $(FAIR_ARGS)
 
 # The critics against Monte Carlo returns on a finished study run (sweet_trl/study/credit): every ranker at held-out
 # question and answer turns; resumable. CREDIT_ARGS="--run_dir runs/other --credit.scaling 0.25x=runs/smaller"
