@@ -375,12 +375,25 @@ def test_unknown_config_names_the_shipped_ones(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().err.strip() == (
         "sweet-rl collect: configuration error: no configuration file demo_gpu and no shipped configuration of that "
         f"name; the shipped ones are {', '.join(names())}")
-    assert "backend_8b, demo_cpu, frontend_8b" in ", ".join(names())
+    assert "backend_8b, demo_cpu, fair_cpu, frontend_8b" in ", ".join(names())
     # Where the configurations used to be: the error names the shipped one to use instead.
     assert cli.main(["study", "--config", "examples/configs/study_cpu.yaml"]) == 2
     assert capsys.readouterr().err.strip() == (
         "sweet-rl study: configuration error: no configuration file examples/configs/study_cpu.yaml; the shipped one "
         "of that name is `--config study_cpu`")
+
+
+def test_the_fair_study_config_parses_with_the_core_comparison_read_on_validation():
+    from sweet_trl.study.fair.runner import parse_fair_arguments
+
+    config = pipeline.load_yaml(config_path("fair_cpu"))
+    fair = parse_fair_arguments(config.pop("fair"))
+    pipeline._check_keys(config, everything=True)
+    parsed = {stage: pipeline._parse(pipeline.STAGES[stage], config, []) for stage in pipeline.STAGES}
+    assert parsed["collect"][0].run_dir == "runs/fair_cpu" and parsed["collect"][0].eval_tasks == "procedural:test"
+    assert {"sweet_best", "rft", "best_random", "best_untrained"} <= set(fair.arms) and fair.rounds >= 2
+    assert fair.validation_tasks == "procedural:validation" and fair.test_round == "last"
+    assert parsed["train_policy_best"][2].turns is None  # every agent turn is trained
 
 
 def test_configs_command_lists_and_prints_the_shipped_configs(capsys):
