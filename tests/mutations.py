@@ -43,6 +43,9 @@ RANK_STAGE_REFERENCE = ("tests/test_critic_trainer.py::"
                         "test_the_rank_stage_measures_each_ranking_against_the_reference_it_names")
 POLICY_LEARNS = "tests/test_policy_trainer.py::test_training_raises_the_margin_on_held_out_turn_pairs"
 BEST_OF_N_LEARNS = "tests/test_best_of_n.py::test_the_policy_learns_the_critics_pick_not_the_rest_on_held_out_states"
+SELECTORS_PICK = ("tests/test_study.py::"
+                  "test_rank_selectors_pick_by_the_tests_at_random_or_with_the_untrained_critic")
+FAIR_ROUNDS = "tests/test_fair_study.py::test_every_arm_spends_the_same_rounds_episodes_and_gradient_steps"
 
 hits: dict[str, int] = {}
 
@@ -266,6 +269,35 @@ def _policy_prompt_shows_c(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(turn_pairs, "turn_states_from_records", counted("policy_prompt_shows_c", turn_states_from_records))
 
 
+def _true_reward_selector_inverted(mp: pytest.MonkeyPatch) -> None:
+    from sweet_trl import selectors
+
+    original = selectors.true_reward_scorer
+
+    def true_reward_scorer(*args, **kwargs):
+        scorer = original(*args, **kwargs)
+
+        def score(dialogue, candidates, privileged):
+            return [(-value, reference) for value, reference in scorer(dialogue, candidates, privileged)]
+
+        score.name = scorer.name
+        return score
+
+    mp.setattr(selectors, "true_reward_scorer", counted("true_reward_selector_inverted", true_reward_scorer))
+
+
+def _fair_rounds_from_the_start(mp: pytest.MonkeyPatch) -> None:
+    from sweet_trl.study.fair.runner import FairStudy
+
+    original = FairStudy.round
+
+    def round_(self, arm, round_index, policy):
+        start = self.stage_options("collect", [])[0].policy_model  # every round from the start, not the last round
+        return original(self, arm, round_index, start)
+
+    mp.setattr(FairStudy, "round", counted("fair_rounds_from_the_start", round_))
+
+
 BREAKAGES = {b.name: b for b in (
     Breakage("mtdpo_rejected_unscored", "multi-turn DPO: the rejected dialogue's mask all zeros (never scored)",
              (MTDPO_LEARNS,), _mtdpo_rejected_unscored),
@@ -299,6 +331,10 @@ BREAKAGES = {b.name: b for b in (
              "(fine-tuning on the chosen turn, not DPO)", (POLICY_LEARNS,), _turn_dpo_weights_swapped),
     Breakage("policy_prompt_shows_c", "the policy's turn-state prompts carry c (train and held-out pairs alike)",
              (CHAIN,), _policy_prompt_shows_c),
+    Breakage("true_reward_selector_inverted", "the true-reward selector puts the answer that passes fewest tests first",
+             (SELECTORS_PICK,), _true_reward_selector_inverted),
+    Breakage("fair_rounds_from_the_start", "the fair study trains every round from the start policy, not the "
+             "arm's last one (rounds that are not on-policy)", (FAIR_ROUNDS,), _fair_rounds_from_the_start),
 )}
 
 
