@@ -5,9 +5,13 @@ about 1% of the procedural test tasks). The warm start gives it a starting point
 each task of a template pool that neither the train nor the test tasks use
 (:data:`colbench_gym.tasks.procedural.WARM_START_TEMPLATES`): it asks one question that names every hidden detail
 of the task ("What is the base shipping charge, and how much is added per kilogram of weight?"), reads the
-simulated human's reply, and answers with the reference. The dialogues are played in the real environment with
-the run's simulated human and graded there, then the policy imitates the expert's turns (the loss of rejection
-fine-tuning: agent turns only, never the instructions or the human's replies).
+simulated human's reply, and answers with the reference. On the multi-fact family's pool
+(``procedural_multi:warm_start``, :data:`colbench_gym.tasks.procedural_multi.WARM_START_TEMPLATES`), whose human
+tells only what a question names, it asks one hidden detail per turn ("How many minutes of parking are free?", then
+"How much does each started hour cost?", ...) and then answers, so that the dialogues show the form of a several-turn
+dialogue; with fewer turns than details, the last question turn asks the rest together. The dialogues are played in
+the real environment with the run's simulated human and graded there, then the policy imitates the expert's turns
+(the loss of rejection fine-tuning: agent turns only, never the instructions or the human's replies).
 
 In the pipeline it is the stage ``warm_start``, run first by ``sweet-rl pipeline`` and ``sweet-rl study`` when the
 configuration has a ``warm_start:`` section; every later stage then starts from its model (``policy_model``, and the
@@ -20,6 +24,12 @@ From Python::
     from colbench_gym.tasks.procedural import warm_start_tasks
     from sweet_trl.warm_start import expert_dialogues
     records = expert_dialogues(warm_start_tasks(400), max_turns=2)
+
+    from colbench_gym.tasks import procedural_multi
+    records = expert_dialogues(procedural_multi.warm_start_tasks(400), max_turns=5)  # three questions, one answer
+
+The pipeline's ``warm_start`` stage plays the procedural pool; to warm start on the multi-fact pool, write these
+records (``sweet_trl.trajectories.write_trajectories``) and give the file as ``warm_start.demonstrations``.
 """
 
 from __future__ import annotations
@@ -38,20 +48,35 @@ from colbench_gym.envs.dialogue import ANSWER_MARKER
 EXPERT_POLICY = "expert"
 
 
-def expert_question(row: Mapping[str, Any]) -> str:
-    """The expert's question for a procedural task row: the one its warm-start template names every hidden
-    detail with."""
-    from colbench_gym.tasks.procedural import warm_start_template
+def expert_questions(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """The expert's questions for a warm-start task row, one per turn: the one question of a procedural warm-start
+    template that names every hidden detail, or one question per hidden detail of a multi-fact one
+    (:mod:`colbench_gym.tasks.procedural_multi`, whose human tells only the facts a question names)."""
+    from colbench_gym.tasks import procedural, procedural_multi
 
     template = row.get("template")
-    try:
-        question = warm_start_template(str(template)).question
-    except KeyError:
-        raise ValueError(f"task {row.get('task_id')!r} is not from the warm-start pool (template {template!r}): "
-                         "expert dialogues are scripted for the warm-start templates only") from None
-    if not question:
-        raise ValueError(f"warm-start template {template!r} has no expert question")
-    return question
+    for family in (procedural.PROCEDURAL, procedural_multi.MULTI_FACT):
+        try:
+            questions = family.warm_start_template(str(template)).expert_questions()
+        except KeyError:
+            continue
+        if not questions:
+            raise ValueError(f"warm-start template {template!r} has no expert question")
+        return questions
+    raise ValueError(f"task {row.get('task_id')!r} is not from the warm-start pool (template {template!r}): "
+                     "expert dialogues are scripted for the warm-start templates only")
+
+
+def question_turns(questions: Sequence[str], max_turns: int) -> list[str]:
+    """The expert's question messages within ``max_turns`` (the last turn is the answer): one question per turn,
+    and the questions that do not fit asked together in the last question turn, so that the expert always asks for
+    every detail when it may ask at all."""
+    room = max_turns - 1
+    if room < 1 or not questions:
+        return []
+    if len(questions) <= room:
+        return list(questions)
+    return [*questions[:room - 1], " ".join(questions[room - 1:])]
 
 
 def expert_answer(code: str) -> str:
@@ -67,7 +92,8 @@ def expert_dialogues(rows: Sequence[Mapping[str, Any]], *, env_id: str = "ColBen
                      simulator: Any = None, seed: int = 0) -> list[dict[str, Any]]:
     """Play one expert episode per task row in the environment and return the trajectory records.
 
-    With two turns or more the expert asks its question first; with one it answers at once. Each record is the
+    With two turns or more the expert asks its questions first (:func:`question_turns`: one a turn, as many as fit;
+    a multi-fact task's expert asks one hidden detail a turn); with one it answers at once. Each record is the
     collector's (:func:`sweet_trl.rollouts.build_record`), graded by the environment: an episode that does not
     pass every test, or whose human could not reply, is kept and marked so (``success`` false,
     ``simulator_errors``), and the imitation leaves it out.
@@ -82,19 +108,18 @@ def expert_dialogues(rows: Sequence[Mapping[str, Any]], *, env_id: str = "ColBen
         raise ValueError(f"expert dialogues answer with a reference function: backend only, got {env_id!r}")
     if not rows:
         raise ValueError("no task to play expert dialogues on")
-    questions = [expert_question(row) for row in rows]  # refuses a task outside the pool before any episode
+    questions = [expert_questions(row) for row in rows]  # refuses a task outside the pool before any episode
     kwargs: dict[str, Any] = {"max_turns": max_turns}
     if simulator is not None:
         kwargs["simulator"] = simulator
     env = gym.make(env_id, tasks=list(rows), **kwargs)
     records = []
     try:
-        for index, (row, question) in enumerate(zip(rows, questions)):
+        for index, (row, asked) in enumerate(zip(rows, questions)):
             started = time.perf_counter()
             spec = EpisodeSpec(str(row["task_id"]), seed + index)
             _, info = env.reset(seed=spec.seed, options={"task_id": spec.task_id})
-            turns = [question] if max_turns >= 2 else []
-            turns.append(expert_answer(row["ground_truth"]))
+            turns = [*question_turns(asked, max_turns), expert_answer(row["ground_truth"])]
             simulator_errors = []
             reward = None
             for turn, text in enumerate(turns, 1):

@@ -59,7 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                                             "firewall or a proxy: the server has no authentication)")
     parser.add_argument("--port", type=int, default=8000, help="the HTTP and WebSocket port")
     parser.add_argument("--tasks", default="train",
-                        help="train, test, all, a JSONL file, hub:<split>, procedural:<...>, websight:<split>")
+                        help="train, test, all, a JSONL file, hub:<split>, procedural:<...>, procedural_multi:<...>, "
+                             "websight:<split>")
     parser.add_argument("--split", default=None, help="the name of the served tasks in OpenEnv's Task API "
                                                       "(default: --tasks, or the file's stem)")
     parser.add_argument("--max-turns", type=int, default=10, help="agent messages per episode, the answer included")

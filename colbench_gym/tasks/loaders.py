@@ -7,7 +7,10 @@
 * a list of rows (dicts) or task objects;
 * ``"hub:train"`` / ``"hub:test"``: the ColBench files on the Hub (``facebook/collaborative_agent_bench``);
 * ``"procedural:train"`` / ``"procedural:validation"`` / ``"procedural:test"`` (and ``"procedural:warm_start"``):
-  generated one-line tasks for small models (:mod:`colbench_gym.tasks.procedural`; backend only).
+  generated one-line tasks for small models (:mod:`colbench_gym.tasks.procedural`; backend only);
+* ``"procedural_multi:train"`` / ``"procedural_multi:validation"`` / ``"procedural_multi:test"`` (and
+  ``"procedural_multi:warm_start"``): generated tasks with two or three hidden details, each told only when asked
+  for (:mod:`colbench_gym.tasks.procedural_multi`; backend only).
 """
 
 from __future__ import annotations
@@ -125,11 +128,17 @@ def resolve_tasks(source: Any = "train", kind: Kind = "backend") -> list[Task]:
             from colbench_gym.tasks.procedural import load_procedural
 
             return parse_rows(load_procedural(text.removeprefix("procedural:")), kind, origin=text)
+        if text.startswith("procedural_multi:"):
+            if kind != "backend":
+                raise ValueError("procedural_multi tasks exist for the backend environment only")
+            from colbench_gym.tasks.procedural_multi import load_procedural_multi
+
+            return parse_rows(load_procedural_multi(text.removeprefix("procedural_multi:")), kind, origin=text)
         if Path(text).exists():
             return load_jsonl(text, kind)
         raise FileNotFoundError(
             f"tasks={text!r} is neither a built-in split {BUILTIN_SPLITS}, 'hub:<split>', 'procedural:<split>', "
-            "nor an existing file"
+            "'procedural_multi:<split>', nor an existing file"
         )
     if isinstance(source, (BackendTask, FrontendTask, dict)):
         source = [source]

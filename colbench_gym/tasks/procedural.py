@@ -33,6 +33,10 @@ seed can hold them; a two-way choice such as ``>`` or ``>=`` has no value left t
 unseen part comes from :data:`VALIDATION_UNSEEN_TEMPLATES`, templates of its own that share no name, function or
 request with the train, test or warm-start templates (``proc-validation-seen-...`` /
 ``proc-validation-unseen-...``). The train and test rows are the same as before the validation split existed.
+
+Here one question decides an episode: the offline human answers any question about a fact with the whole function
+in words. :mod:`colbench_gym.tasks.procedural_multi` (``procedural_multi:<split>``) is the family where two or three
+hidden details each need their own question; both families are drawn by :class:`TaskFamily`.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import itertools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 Split = Literal["train", "validation", "test"]
 SPLITS: tuple[Split, ...] = ("train", "validation", "test")
@@ -72,6 +76,7 @@ class Template:
     calls: Callable[[dict[str, Any]], list[str]]
     question: str = ""
     validation_values: dict[str, Sequence[Any]] = field(default_factory=dict)
+    id_prefix: ClassVar[str] = "proc"  # the family's mark at the head of every task id
 
     def __post_init__(self) -> None:
         # Checked at construction, so that no edit of a pool can hand a validation value to train or test.
@@ -104,6 +109,11 @@ class Template:
         pools = [list(dict.fromkeys(v for i, v in enumerate(pool) if keep(i))) for pool in self.pools.values()]
         return [dict(zip(self.pools, combo)) for combo in itertools.product(*pools)]
 
+    def expert_questions(self) -> tuple[str, ...]:
+        """What the warm start's expert asks, one message per turn: here the one question that names every hidden
+        detail (empty for a template outside the warm-start pool)."""
+        return (self.question,) if self.question else ()
+
     def row(self, values: dict[str, Any], split: Split, part: str) -> dict[str, Any]:
         code = self.code.format(**values).strip() + "\n"
         signature = code.splitlines()[0].rstrip(":")
@@ -112,7 +122,7 @@ class Template:
         if len(calls) != 10:
             raise AssertionError(f"template {self.name}: {len(calls)} test calls, expected 10")
         return {
-            "task_id": f"proc-{split}-{part}-{self.name}-{digest}",
+            "task_id": f"{self.id_prefix}-{split}-{part}-{self.name}-{digest}",
             "problem_description": f"{self.request} {SIGNATURE_MARKER}{signature}",
             "ground_truth": code,
             "hidden_information": code,
@@ -510,88 +520,6 @@ WARM_START_TEMPLATES: tuple[Template, ...] = (
 # fmt: on
 
 
-UNSEEN_OF_SPLIT: dict[str, tuple[Template, ...]] = {"train": (), "validation": VALIDATION_UNSEEN_TEMPLATES,
-                                                    "test": UNSEEN_TEMPLATES}
-
-
-def _templates(names: str | Sequence[str] | None, split: Split) -> tuple[list[Template], list[Template]]:
-    """(seen, unseen) templates for a split; ``names`` picks "seen", "unseen" or template names. A split's unseen
-    templates are its own: naming another split's is refused."""
-    seen, unseen = list(TRAIN_TEMPLATES), list(UNSEEN_OF_SPLIT[split])
-    if names is None:
-        return seen, unseen
-    if names == "seen":
-        return seen, []
-    if names == "unseen":
-        if split == "train":
-            raise ValueError("the unseen templates never appear in the train split")
-        return [], unseen
-    wanted = [names] if isinstance(names, str) else list(names)
-    known = {t.name: t for t in TRAIN_TEMPLATES + UNSEEN_TEMPLATES + VALIDATION_UNSEEN_TEMPLATES}
-    unknown = [n for n in wanted if n not in known]
-    if unknown:
-        raise ValueError(f"unknown procedural templates {unknown}; choose from {sorted(known)}")
-    elsewhere = [n for n in wanted if known[n] not in TRAIN_TEMPLATES and known[n] not in unseen]
-    if elsewhere and split == "train":
-        raise ValueError("the unseen templates never appear in the train split")
-    if elsewhere:
-        raise ValueError(f"templates {elsewhere} are unseen templates of another split; the {split} split's own are "
-                         f"{[t.name for t in unseen]}")
-    return [known[n] for n in wanted if known[n] in TRAIN_TEMPLATES], [known[n] for n in wanted if known[n] in unseen]
-
-
-def _draw(templates: Sequence[Template], count: int, split: Split, part: str, rng: random.Random
-          ) -> list[dict[str, Any]]:
-    """``count`` distinct tasks spread evenly over ``templates`` (round-robin, so any prefix is balanced)."""
-    pools = []
-    for template in templates:
-        combos = template.values_for(split, whole_pools=part == "unseen")
-        rng.shuffle(combos)
-        pools.append((template, combos))
-    capacity = sum(len(c) for _, c in pools)
-    if count > capacity:
-        raise ValueError(f"asked for {count} {part} {split} tasks, but these templates make only {capacity} "
-                         f"distinct ones ({', '.join(f'{t.name}: {len(c)}' for t, c in pools)})")
-    rows: list[dict[str, Any]] = []
-    depth = 0
-    while len(rows) < count:
-        for template, combos in pools:
-            if depth < len(combos) and len(rows) < count:
-                rows.append(template.row(combos[depth], split, part))
-        depth += 1
-    return rows
-
-
-def generate_tasks(count: int, split: Split = "train", seed: int = 0,
-                   templates: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """``count`` distinct task rows of a split, deterministic for ``seed``.
-
-    The test and validation splits hold seen templates (hidden values no train task uses; validation's are
-    values no test task uses either) and, unless ``templates`` says otherwise, ``TEST_UNSEEN_FRACTION`` of tasks
-    from unseen templates (each split its own, which train never uses), interleaved so that a prefix keeps the
-    proportion. Asking for more tasks than the templates can make distinct raises ValueError.
-    """
-    if split not in SPLITS:
-        raise ValueError(f"procedural split must be one of {list(SPLITS)}, got {split!r}")
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise ValueError(f"count must be a positive int, got {count!r}")
-    rng = random.Random(f"{seed}-{split}")
-    seen, unseen = _templates(templates, split)
-    n_unseen = 0 if not unseen else (count if not seen else round(count * TEST_UNSEEN_FRACTION))
-    seen_rows = _draw(seen, count - n_unseen, split, "seen", rng) if count - n_unseen else []
-    unseen_rows = _draw(unseen, n_unseen, split, "unseen", rng) if n_unseen else []
-    if not unseen_rows:
-        return seen_rows
-    # Interleave so that any prefix (max_eval_tasks) keeps the seen/unseen proportion.
-    merged: list[dict[str, Any]] = []
-    for i in range(count):
-        target_unseen = round((i + 1) * n_unseen / count)
-        taken_unseen = sum(r["task_id"].startswith(f"proc-{split}-unseen") for r in merged)
-        source = unseen_rows if taken_unseen < target_unseen else seen_rows
-        merged.append(source.pop(0))
-    return merged
-
-
 def template_clashes(templates: Sequence[Template], others: Sequence[Template]) -> list[str]:
     """What ``templates`` share with ``others``: a template name, a function name or a request, as
     ``"<template> (<what> of <other>)"``, sorted; empty when they are disjoint."""
@@ -605,17 +533,199 @@ def template_clashes(templates: Sequence[Template], others: Sequence[Template]) 
     )
 
 
+@dataclass(frozen=True)
+class TaskFamily:
+    """A family of generated tasks: its templates per split, how its rows are named and how many each named split
+    has. The procedural family (:data:`PROCEDURAL`) and the multi-fact family
+    (:mod:`colbench_gym.tasks.procedural_multi`) are two of them; the draw is the same for both, so a family's rows
+    depend only on its own templates, sizes and the seed."""
+
+    name: str
+    train: tuple[Template, ...]
+    test_unseen: tuple[Template, ...]
+    validation_unseen: tuple[Template, ...]
+    warm_start: tuple[Template, ...]
+    id_prefix: str = "proc"
+    sizes: dict[str, int] = field(default_factory=lambda: {
+        "train": TRAIN_TASKS, "validation": VALIDATION_TASKS, "test": TEST_TASKS, "warm_start": WARM_START_TASKS})
+
+    @property
+    def held_out(self) -> tuple[Template, ...]:
+        """The templates a split draws from: a warm start may share nothing with them."""
+        return self.train + self.test_unseen + self.validation_unseen
+
+    def unseen_of(self, split: Split) -> tuple[Template, ...]:
+        return {"train": (), "validation": self.validation_unseen, "test": self.test_unseen}[split]
+
+    def templates_of(self, names: str | Sequence[str] | None, split: Split
+                     ) -> tuple[list[Template], list[Template]]:
+        """(seen, unseen) templates for a split; ``names`` picks "seen", "unseen" or template names. A split's unseen
+        templates are its own: naming another split's is refused."""
+        seen, unseen = list(self.train), list(self.unseen_of(split))
+        if names is None:
+            return seen, unseen
+        if names == "seen":
+            return seen, []
+        if names == "unseen":
+            if split == "train":
+                raise ValueError("the unseen templates never appear in the train split")
+            return [], unseen
+        wanted = [names] if isinstance(names, str) else list(names)
+        known = {t.name: t for t in self.held_out}
+        unknown = [n for n in wanted if n not in known]
+        if unknown:
+            raise ValueError(f"unknown {self.name} templates {unknown}; choose from {sorted(known)}")
+        elsewhere = [n for n in wanted if known[n] not in self.train and known[n] not in unseen]
+        if elsewhere and split == "train":
+            raise ValueError("the unseen templates never appear in the train split")
+        if elsewhere:
+            raise ValueError(f"templates {elsewhere} are unseen templates of another split; the {split} split's own "
+                             f"are {[t.name for t in unseen]}")
+        return [known[n] for n in wanted if known[n] in self.train], [known[n] for n in wanted if known[n] in unseen]
+
+    @staticmethod
+    def _draw(templates: Sequence[Template], count: int, split: Split, part: str, rng: random.Random
+              ) -> list[dict[str, Any]]:
+        """``count`` distinct tasks spread evenly over ``templates`` (round-robin, so any prefix is balanced)."""
+        pools = []
+        for template in templates:
+            combos = template.values_for(split, whole_pools=part == "unseen")
+            rng.shuffle(combos)
+            pools.append((template, combos))
+        capacity = sum(len(c) for _, c in pools)
+        if count > capacity:
+            raise ValueError(f"asked for {count} {part} {split} tasks, but these templates make only {capacity} "
+                             f"distinct ones ({', '.join(f'{t.name}: {len(c)}' for t, c in pools)})")
+        rows: list[dict[str, Any]] = []
+        depth = 0
+        while len(rows) < count:
+            for template, combos in pools:
+                if depth < len(combos) and len(rows) < count:
+                    rows.append(template.row(combos[depth], split, part))
+            depth += 1
+        return rows
+
+    def generate_tasks(self, count: int, split: Split = "train", seed: int = 0,
+                       templates: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """``count`` distinct task rows of a split, deterministic for ``seed`` (see :func:`generate_tasks`)."""
+        if split not in SPLITS:
+            raise ValueError(f"{self.name} split must be one of {list(SPLITS)}, got {split!r}")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ValueError(f"count must be a positive int, got {count!r}")
+        rng = random.Random(f"{seed}-{split}")
+        seen, unseen = self.templates_of(templates, split)
+        n_unseen = 0 if not unseen else (count if not seen else round(count * TEST_UNSEEN_FRACTION))
+        seen_rows = self._draw(seen, count - n_unseen, split, "seen", rng) if count - n_unseen else []
+        unseen_rows = self._draw(unseen, n_unseen, split, "unseen", rng) if n_unseen else []
+        if not unseen_rows:
+            return seen_rows
+        # Interleave so that any prefix (max_eval_tasks) keeps the seen/unseen proportion.
+        merged: list[dict[str, Any]] = []
+        for i in range(count):
+            target_unseen = round((i + 1) * n_unseen / count)
+            taken_unseen = sum(r["task_id"].startswith(f"{self.id_prefix}-{split}-unseen") for r in merged)
+            source = unseen_rows if taken_unseen < target_unseen else seen_rows
+            merged.append(source.pop(0))
+        return merged
+
+    def check_warm_start_pool(self, templates: Sequence[Template]) -> None:
+        """Refuse a warm-start pool that shares anything with the family's train, validation or test templates (see
+        :func:`check_warm_start_pool`), or whose templates carry no expert question."""
+        clashes = template_clashes(templates, self.held_out)
+        if clashes:
+            raise ValueError(f"the warm-start template pool overlaps the train, validation or test templates: "
+                             f"{', '.join(clashes)}; warm-start dialogues must come from templates that no split uses")
+        missing = [t.name for t in templates if not t.expert_questions()]
+        if missing:
+            raise ValueError(f"warm-start templates without an expert question: {missing}")
+
+    def warm_start_tasks(self, count: int | None = None, seed: int = 0, templates: Sequence[str] | None = None
+                         ) -> list[dict[str, Any]]:
+        """``count`` distinct tasks of the warm-start pool (see :func:`warm_start_tasks`)."""
+        count = self.sizes["warm_start"] if count is None else count
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ValueError(f"count must be a positive int, got {count!r}")
+        known = {t.name: t for t in self.warm_start}
+        names = list(known) if templates is None else list(templates)
+        if not names:
+            raise ValueError("no warm-start template named: name at least one, or leave templates unset for all")
+        held = {t.name for t in self.held_out}
+        if any(n in held for n in names):
+            raise ValueError(f"warm-start templates {sorted(n for n in names if n in held)} are train, validation or "
+                             f"test templates: "
+                             f"warm-start dialogues must come from the warm-start pool {sorted(known)}")
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"unknown warm-start templates {unknown}; choose from {sorted(known)}")
+        chosen = [known[n] for n in dict.fromkeys(names)]
+        self.check_warm_start_pool(chosen)
+        rng = random.Random(f"{seed}-warm-start")
+        pools = []
+        for template in chosen:
+            combos = template.values_for("train", whole_pools=True)
+            rng.shuffle(combos)
+            pools.append((template, combos))
+        capacity = sum(len(c) for _, c in pools)
+        if count > capacity:
+            raise ValueError(f"asked for {count} warm-start tasks, but these templates make only {capacity} distinct "
+                             f"ones")
+        rows: list[dict[str, Any]] = []
+        for depth in itertools.count():
+            for template, combos in pools:
+                if depth < len(combos) and len(rows) < count:
+                    rows.append(template.row(combos[depth], "warm", "start"))  # type: ignore[arg-type]
+            if len(rows) == count:
+                return rows
+        raise AssertionError("unreachable")
+
+    def warm_start_template(self, name: str) -> Template:
+        """A template of the warm-start pool by name (its expert questions are the expert's)."""
+        for template in self.warm_start:
+            if template.name == name:
+                return template
+        raise KeyError(f"{name!r} is not a warm-start template")
+
+    def load(self, split: str) -> list[dict[str, Any]]:
+        """A named split, seed 0: ``train``, ``validation``, ``test`` or ``warm_start``."""
+        if split in SPLITS:
+            return self.generate_tasks(self.sizes[split], split, seed=0)  # type: ignore[arg-type]
+        if split == "warm_start":
+            return self.warm_start_tasks(self.sizes["warm_start"], seed=0)
+        raise ValueError(f"unknown {self.name} split {split!r}; choose 'train', 'validation', 'test' or "
+                         f"'warm_start'")
+
+    def task_part(self, task_id: str) -> str | None:
+        """``"seen"`` or ``"unseen"`` for one of the family's test or validation task ids, else None."""
+        for split in ("test", "validation"):
+            for part in ("seen", "unseen"):
+                if task_id.startswith(f"{self.id_prefix}-{split}-{part}-"):
+                    return part
+        return None
+
+
+PROCEDURAL = TaskFamily("procedural", TRAIN_TEMPLATES, UNSEEN_TEMPLATES, VALIDATION_UNSEEN_TEMPLATES,
+                        WARM_START_TEMPLATES)
+UNSEEN_OF_SPLIT: dict[str, tuple[Template, ...]] = {"train": (), "validation": VALIDATION_UNSEEN_TEMPLATES,
+                                                    "test": UNSEEN_TEMPLATES}
+
+
+def generate_tasks(count: int, split: Split = "train", seed: int = 0,
+                   templates: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """``count`` distinct task rows of a split, deterministic for ``seed``.
+
+    The test and validation splits hold seen templates (hidden values no train task uses; validation's are
+    values no test task uses either) and, unless ``templates`` says otherwise, ``TEST_UNSEEN_FRACTION`` of tasks
+    from unseen templates (each split its own, which train never uses), interleaved so that a prefix keeps the
+    proportion. Asking for more tasks than the templates can make distinct raises ValueError.
+    """
+    return PROCEDURAL.generate_tasks(count, split, seed, templates)
+
+
 def check_warm_start_pool(templates: Sequence[Template]) -> None:
     """Refuse a warm-start pool that shares anything with the train, validation or test templates: a template name,
     a function name or a request. Imitating such a template would teach the policy a held-out task's structure
     before it is evaluated."""
-    clashes = template_clashes(templates, TRAIN_TEMPLATES + UNSEEN_TEMPLATES + VALIDATION_UNSEEN_TEMPLATES)
-    if clashes:
-        raise ValueError(f"the warm-start template pool overlaps the train, validation or test templates: "
-                         f"{', '.join(clashes)}; warm-start dialogues must come from templates that no split uses")
-    missing = [t.name for t in templates if not t.question]
-    if missing:
-        raise ValueError(f"warm-start templates without an expert question: {missing}")
+    PROCEDURAL.check_warm_start_pool(templates)
 
 
 def warm_start_tasks(count: int = WARM_START_TASKS, seed: int = 0, templates: Sequence[str] | None = None
@@ -623,67 +733,23 @@ def warm_start_tasks(count: int = WARM_START_TASKS, seed: int = 0, templates: Se
     """``count`` distinct tasks of the warm-start pool (every value of every pool; task ids
     ``proc-warm-start-...``), spread evenly over ``templates`` (names from :data:`WARM_START_TEMPLATES`; all when
     ``None``). Naming a train or test template is refused, as is a pool that overlaps them."""
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise ValueError(f"count must be a positive int, got {count!r}")
-    known = {t.name: t for t in WARM_START_TEMPLATES}
-    names = list(known) if templates is None else list(templates)
-    if not names:
-        raise ValueError("no warm-start template named: name at least one, or leave templates unset for all")
-    held = {t.name for t in TRAIN_TEMPLATES + UNSEEN_TEMPLATES + VALIDATION_UNSEEN_TEMPLATES}
-    if any(n in held for n in names):
-        raise ValueError(f"warm-start templates {sorted(n for n in names if n in held)} are train, validation or test "
-                         f"templates: "
-                         f"warm-start dialogues must come from the warm-start pool {sorted(known)}")
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise ValueError(f"unknown warm-start templates {unknown}; choose from {sorted(known)}")
-    chosen = [known[n] for n in dict.fromkeys(names)]
-    check_warm_start_pool(chosen)
-    rng = random.Random(f"{seed}-warm-start")
-    pools = []
-    for template in chosen:
-        combos = template.values_for("train", whole_pools=True)
-        rng.shuffle(combos)
-        pools.append((template, combos))
-    capacity = sum(len(c) for _, c in pools)
-    if count > capacity:
-        raise ValueError(f"asked for {count} warm-start tasks, but these templates make only {capacity} distinct ones")
-    rows: list[dict[str, Any]] = []
-    for depth in itertools.count():
-        for template, combos in pools:
-            if depth < len(combos) and len(rows) < count:
-                rows.append(template.row(combos[depth], "warm", "start"))  # type: ignore[arg-type]
-        if len(rows) == count:
-            return rows
-    raise AssertionError("unreachable")
+    return PROCEDURAL.warm_start_tasks(count, seed, templates)
 
 
 def warm_start_template(name: str) -> Template:
     """A template of the warm-start pool by name (its ``question`` is the expert's)."""
-    for template in WARM_START_TEMPLATES:
-        if template.name == name:
-            return template
-    raise KeyError(f"{name!r} is not a warm-start template")
+    return PROCEDURAL.warm_start_template(name)
 
 
 def load_procedural(split: str) -> list[dict[str, Any]]:
     """The named splits: ``train`` (400 tasks), ``validation`` and ``test`` (80 tasks each, 40% from unseen
     templates of their own), seed 0, and ``warm_start`` (400 tasks of the warm-start pool, which no split uses)."""
-    if split == "train":
-        return generate_tasks(TRAIN_TASKS, "train", seed=0)
-    if split == "validation":
-        return generate_tasks(VALIDATION_TASKS, "validation", seed=0)
-    if split == "test":
-        return generate_tasks(TEST_TASKS, "test", seed=0)
-    if split == "warm_start":
-        return warm_start_tasks(WARM_START_TASKS, seed=0)
-    raise ValueError(f"unknown procedural split {split!r}; choose 'train', 'validation', 'test' or 'warm_start'")
+    return PROCEDURAL.load(split)
 
 
 def task_part(task_id: str) -> str | None:
-    """``"seen"`` or ``"unseen"`` for a procedural test or validation task id, else None."""
-    for split in ("test", "validation"):
-        for part in ("seen", "unseen"):
-            if task_id.startswith(f"proc-{split}-{part}-"):
-                return part
-    return None
+    """``"seen"`` or ``"unseen"`` for a test or validation task id of the procedural family or of the multi-fact
+    family (``proc-test-seen-...``, ``multi-validation-unseen-...``), else None."""
+    from colbench_gym.tasks.procedural_multi import MULTI_FACT
+
+    return PROCEDURAL.task_part(task_id) or MULTI_FACT.task_part(task_id)

@@ -27,7 +27,9 @@ same deterministically:
 
 The reply never quotes the reference: expressions are spoken in words ("price times 0.9"), and a
 fact that would still contain a whole source line longer than 30 characters is never said.
-Hidden information that is not Python is answered from its best-matching sentences.
+Hidden information that is not Python is answered from its best-matching sentences. A task row with
+``"reveal": "asked_facts_only"`` (the multi-fact tasks, ``procedural_multi:<split>``) is answered from its
+``hidden_facts`` instead: only the facts whose detail the question names (:mod:`.asked_facts`).
 
 Example::
 
@@ -58,6 +60,7 @@ The package, one job per module:
 * :mod:`.knowledge`: parsing once per reference (code or prose), cached.
 * :mod:`.matching`: reading a question and scoring each fact against it.
 * :mod:`.replies`: the chosen facts in at most two sentences.
+* :mod:`.asked_facts`: the reply of a task that reveals only the facts asked for.
 * :mod:`.simulator`: :class:`OfflineBackendSimulator`, which decides what answers a turn.
 """
 

@@ -6,6 +6,13 @@ import re
 from collections.abc import Sequence
 
 from colbench_gym.simulators.base import DONT_KNOW, SimulatorReply, SimulatorRequest
+from colbench_gym.simulators.offline_backend.asked_facts import (
+    FACTS_FIELD,
+    REVEAL_FIELD,
+    REVEAL_MODES,
+    answer_asked_facts,
+    read_hidden_facts,
+)
 from colbench_gym.simulators.offline_backend.facts import Fact, Knowledge
 from colbench_gym.simulators.offline_backend.knowledge import build_knowledge
 from colbench_gym.simulators.offline_backend.matching import Question, read_question, score_fact
@@ -45,6 +52,10 @@ class OfflineBackendSimulator:
         volunteer: whether general questions ("any other requirements?") get untold facts.
 
     ``reply(request)`` never raises: a malformed request gets ``DONT_KNOW`` with ``error`` set.
+
+    A task whose row says ``"reveal": "asked_facts_only"`` (the multi-fact tasks of
+    :mod:`colbench_gym.tasks.procedural_multi`) is answered from its ``hidden_facts`` instead of the reference: only
+    the facts a question names, see :mod:`.asked_facts`.
     """
 
     def __init__(self, max_facts: int = MAX_FACTS_PER_REPLY, max_chars: int = MAX_REPLY_CHARS,
@@ -69,11 +80,29 @@ class OfflineBackendSimulator:
             return SimulatorReply(DONT_KNOW)
         messages = getattr(request, "messages", None) or []
         question, told = self._dialogue(messages)
+        reveal = (getattr(task, "extra", None) or {}).get(REVEAL_FIELD)
+        if reveal is not None:
+            return self._reply_by_reveal(task, reveal, question, told)
         try:
             text = self.answer(hidden, question, told)
         except Exception as err:  # noqa: BLE001 - one odd turn must not end a batch of dialogues
             return SimulatorReply(DONT_KNOW, error=f"offline simulator failed on this turn: {err!r}")
         return SimulatorReply(text)
+
+    @staticmethod
+    def _reply_by_reveal(task: object, reveal: object, question: str, told: str) -> SimulatorReply:
+        """The reply of a task whose row says what the human reveals (``"reveal"``): with ``asked_facts_only``, the
+        facts of the row's ``hidden_facts`` that the question names, and nothing from the reference."""
+        if reveal not in REVEAL_MODES:
+            return SimulatorReply(DONT_KNOW, error=f"unknown {REVEAL_FIELD} {reveal!r} in the task row; the offline "
+                                                   f"human knows {list(REVEAL_MODES)}")
+        try:
+            facts = read_hidden_facts(getattr(task, "extra", {}).get(FACTS_FIELD))
+            if len(question) > _QUESTION_HEAD_CHARS + _QUESTION_TAIL_CHARS:
+                question = question[:_QUESTION_HEAD_CHARS] + " " + question[-_QUESTION_TAIL_CHARS:]
+            return SimulatorReply(answer_asked_facts(facts, question, told))
+        except Exception as err:  # noqa: BLE001 - one odd row must not end a batch of dialogues
+            return SimulatorReply(DONT_KNOW, error=f"offline simulator failed on this turn: {err!r}")
 
     @staticmethod
     def _dialogue(messages: Sequence[object]) -> tuple[str, str]:
