@@ -338,6 +338,9 @@ class PolicyPairsArguments:
     push_to_hub: bool = False
 
 
+WARM_START_FAMILIES = ("procedural", "procedural_multi")
+
+
 @dataclass
 class WarmStartArguments:
     r"""
@@ -353,6 +356,10 @@ class WarmStartArguments:
             the expert asks one question that names the hidden details, then answers with the reference.
         warm_start_templates (`list[str]` or `None`, *optional*, defaults to `None`):
             Templates of that pool to draw from (all when `None`); a train or test template is refused.
+        warm_start_family (`str`, *optional*, defaults to `"procedural"`):
+            Whose warm-start pool: `"procedural"` (one question names every detail) or `"procedural_multi"`
+            (`colbench_gym.tasks.procedural_multi`: two or three details, each told only when asked; the expert asks
+            one detail a turn, so it needs `max_turns` of at least the details plus one to ask them all).
         warm_start_seed (`int`, *optional*, defaults to `0`):
             Seed of the draw of tasks.
         demonstrations (`str` or `None`, *optional*, defaults to `None`):
@@ -368,6 +375,7 @@ class WarmStartArguments:
 
     warm_start_tasks: int = 400
     warm_start_templates: list[str] | None = None
+    warm_start_family: str = "procedural"
     warm_start_seed: int = 0
     demonstrations: str | None = None
     adapter: str | None = None
@@ -381,6 +389,8 @@ class WarmStartArguments:
         if self.adapter is not None and not self.adapter.strip():
             raise ValueError("warm_start.adapter is empty: name a shipped adapter or a folder, or leave it unset to "
                              "train the warm start")
+        if self.warm_start_family not in WARM_START_FAMILIES:
+            raise ValueError(f"warm_start_family must be one of {WARM_START_FAMILIES}, got {self.warm_start_family!r}")
         if self.adapter is not None and self.demonstrations is not None:
             raise ValueError("warm_start.adapter and warm_start.demonstrations exclude each other: the adapter is a "
                              "trained warm start, the demonstrations are what one trains on")

@@ -229,6 +229,27 @@ def test_the_pipeline_runs_the_warm_start_first_and_starts_every_stage_from_it(t
     assert "[warm_start] running again" in third.getvalue() and "[collect] running again" in third.getvalue()
 
 
+def test_the_multi_fact_warm_start_asks_one_detail_a_turn_and_every_expert_episode_succeeds(tiny_config):
+    from colbench_gym.tasks import procedural_multi
+
+    path = _write(tiny_config, "multi", run_dir=str(tiny_config["root"] / "multi"), max_turns=5,
+                  train_tasks="procedural_multi:train", eval_tasks="procedural_multi:test",
+                  **{"warm_start.warm_start_family": "procedural_multi"})
+    markers = pipeline.run_pipeline(path, ["--pipeline.stages", "warm_start"], stream=io.StringIO())
+    warm = markers["warm_start"]
+    assert warm["counts"]["dialogues"] == 6 and warm["counts"]["expert_successes"] == 6
+    dialogues = [json.loads(line) for line in
+                 (tiny_config["root"] / "multi" / "warm_start" / "dialogues.jsonl").read_text().splitlines()]
+    assert [d["task_id"] for d in dialogues] == [r["task_id"] for r in procedural_multi.warm_start_tasks(6)]
+    for dialogue in dialogues:  # a question per hidden detail (two or three), each answered, then the answer
+        asked = [m for m in dialogue["dialogue_history"] if m["role"] == "assistant"][:-1]
+        details = len(dialogue["task"]["hidden_facts"])
+        assert len(asked) == details >= 2, dialogue["task_id"]
+    with pytest.raises(ValueError, match="warm_start_family must be one of"):
+        pipeline.run_pipeline(_write(tiny_config, "bad_family", **{"warm_start.warm_start_family": "nope"}),
+                              ["--pipeline.stages", "warm_start"], stream=io.StringIO())
+
+
 def test_a_warm_start_without_data_is_a_clear_error(tiny_config, capsys):
     no_tasks = _write(tiny_config, "no_tasks", **{"warm_start.warm_start_tasks": 0})
     assert cli.main(["warm-start", "--config", str(no_tasks)]) == 2

@@ -142,7 +142,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (
           inputs=lambda *args: ["collect"], run_fields=("max_turns", "policy_model")),
     Stage("rank", "score the candidates with the critic (or another selector)", lambda: (RankArguments,), stage_rank,
           inputs=lambda args: ["collect", *(["train_critic"] if args.uses_critic else []), "sample_candidates"],
-          run_fields=("max_turns", "train_tasks", "max_train_tasks")),
+          run_fields=("max_turns",)),
     Stage("policy_pairs", "turn-level pairs: upper half over lower half", lambda: (PolicyPairsArguments,),
           stage_policy_pairs, inputs=lambda *args: ["rank"], push=push_stage, run_fields=("max_turns",)),
     Stage("train_policy", "train the policy with turn-level DPO", _policy_types, stage_train_policy,

@@ -234,10 +234,15 @@ def _selector(ctx: StageContext, args: RankArguments, candidates: Path) -> tuple
         return critic, as_candidate_scorer(critic, args.ranking), args.ranking
     if args.selector == "random":
         return None, selectors.random_scorer(args.selector_seed), selectors.SELECTOR_RANKING
+    from colbench_gym.tasks import resolve_tasks
     from sweet_trl.policy_trainer import load_rows
+    from sweet_trl.trajectories import read_trajectories
 
     rows = load_rows(candidates).to_list()
-    tasks = {task.task_id: task for task in load_tasks(ctx.run, "train")}
+    # the tasks as they were played: every collected episode carries its task's row
+    played = {str(r["task"]["task_id"]): r["task"] for r in read_trajectories(ctx.input_path("collect", "trajectories"))
+              if r.get("task")}
+    tasks = {task.task_id: task for task in resolve_tasks(list(played.values()), ctx.run.kind)}
     return None, selectors.true_reward_scorer(rows, tasks, seed=args.selector_seed), selectors.SELECTOR_RANKING
 
 

@@ -201,8 +201,9 @@ def stage_warm_start(ctx: StageContext, model_config: Any, config: Any, args: An
         if ctx.run.kind != "backend":
             raise StageError("warm_start: expert dialogues exist for backend tasks only; give the frontend's own "
                              "demonstrations (warm_start.demonstrations)")
-        from colbench_gym.tasks.procedural import warm_start_tasks
+        import importlib
 
+        warm_start_tasks = importlib.import_module(f"colbench_gym.tasks.{args.warm_start_family}").warm_start_tasks
         if dialogues.exists():
             records = read_trajectories(dialogues)
         else:
