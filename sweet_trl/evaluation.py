@@ -170,6 +170,28 @@ def _win_outcomes(ours: Mapping[str, float], theirs: Mapping[str, float], tie_to
     return dict(win_rate(dict(ours), dict(theirs), tie_tolerance=tie_tolerance).per_task)
 
 
+def pass_at_k(successes: int, samples: int, k: int) -> float:
+    """The chance that at least one of ``k`` answers drawn without replacement from ``samples`` succeeds, when
+    ``successes`` of them do: 1 - C(n - c, k) / C(n, k), the unbiased estimator of pass@k."""
+    if not 0 < k <= samples or not 0 <= successes <= samples:
+        raise ValueError(f"need 0 < k <= samples and 0 <= successes <= samples, got k={k}, "
+                         f"samples={samples}, successes={successes}")
+    return 1.0 - math.comb(samples - successes, k) / math.comb(samples, k)
+
+
+def episode_pass_at_k(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """``{"pass@k": ...}`` for k = 1, 2, 4, ... up to the fewest episodes of a task: the chance that one of k
+    episodes of a task succeeds, averaged over tasks (how much a method that picks among its own episodes has to
+    find)."""
+    fewest = min((int(row["episodes"]) for row in rows), default=0)
+    out, k = {}, 1
+    while k <= fewest:
+        out[f"pass@{k}"] = sum(pass_at_k(round(row["success_rate"] * row["episodes"]), int(row["episodes"]), k)
+                               for row in rows) / len(rows)
+        k *= 2
+    return out
+
+
 def evaluate_records(records: Sequence[Mapping[str, Any]], env_id: str | None = None, reference: Any = None,
                      policy: str | None = None, tie_tolerance: float = 1e-6) -> EvaluationResult:
     """The paper's metrics and per-task rows from finished trajectory records (no generation).
@@ -234,6 +256,7 @@ def evaluate_records(records: Sequence[Mapping[str, Any]], env_id: str | None = 
     }
     if kind == "backend":
         metrics["tests_passed"] = 100.0 * mean_reward
+        metrics.update(episode_pass_at_k(rows))
     else:
         metrics["mean_similarity"] = mean_reward
         metrics["similarity_metric"] = next((r["similarity_metric"] for r in records if r.get("similarity_metric")),

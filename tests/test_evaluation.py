@@ -221,3 +221,24 @@ def test_tiny_transformers_policy_end_to_end(tmp_path):
     assert {r["seed"] for r in result.records} == {1000, 1001}
     assert 0.0 <= result.metrics["tests_passed"] <= 100.0
     assert all("privileged" not in json.dumps(r) for r in result.records)
+
+
+def test_episode_pass_at_k_is_the_chance_one_of_k_episodes_of_a_task_succeeds():
+    from sweet_trl.evaluation import pass_at_k
+
+    def episode(task, success):
+        return {"task_id": task, "episode_id": f"{task}-{success}-{id(object())}", "env_id": "ColBench-Backend-v0",
+                "dialogue_history": [], "reward": 1.0 if success else 0.2, "success": success,
+                "outcome": "answered", "turns": 2, "simulator_errors": []}
+
+    # task a: 1 success of 4 episodes; task b: none of 4; task c: 3 of 4
+    records = ([episode("a", True)] + [episode("a", False)] * 3 + [episode("b", False)] * 4
+               + [episode("c", True)] * 3 + [episode("c", False)])
+    metrics = evaluate_records(records).metrics
+    assert set(k for k in metrics if k.startswith("pass@")) == {"pass@1", "pass@2", "pass@4"}  # up to 4 episodes
+    assert metrics["pass@1"] == pytest.approx(metrics["success_rate"]) == pytest.approx(4 / 12)
+    assert metrics["pass@2"] == pytest.approx((0.5 + 0.0 + 1.0) / 3)  # a: 1 - C(3,2)/C(4,2); c: every pair has one
+    assert metrics["pass@4"] == pytest.approx(2 / 3)
+    assert pass_at_k(1, 4, 2) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="need 0 < k <= samples"):
+        pass_at_k(1, 4, 5)

@@ -368,6 +368,7 @@ def stage_evaluate(ctx: StageContext, gen: GenerationArguments, args: EvaluateAr
     release()
     metrics = {k: float(result.metrics[k]) for k in EVALUATION_METRICS
                if isinstance(result.metrics.get(k), (int, float))}
+    metrics.update({k: float(v) for k, v in result.metrics.items() if k.startswith("pass@")})
     outputs = {"trajectories": "trajectories.jsonl"}
     if ctx.run.kind == "frontend":
         renders = _render_pages(ctx, result.records, limit=6)

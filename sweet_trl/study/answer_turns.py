@@ -24,18 +24,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sweet_trl.evaluation import pass_at_k
 from sweet_trl.study.config import last_best_of_n_round
 from sweet_trl.study.critic_eval import SOLVED
 from sweet_trl.study.stats import bootstrap_by_task, paired_by_task
-
-
-def pass_at_k(successes: int, samples: int, k: int) -> float:
-    """The chance that at least one of ``k`` answers drawn without replacement from ``samples`` succeeds, when
-    ``successes`` of them do: 1 - C(n - c, k) / C(n, k), the unbiased estimator of pass@k."""
-    if not 0 < k <= samples or not 0 <= successes <= samples:
-        raise ValueError(f"need 0 < k <= samples and 0 <= successes <= samples, got k={k}, "
-                         f"samples={samples}, successes={successes}")
-    return 1.0 - math.comb(samples - successes, k) / math.comb(samples, k)
 
 
 def expected_best_of_k(rewards: Sequence[float], k: int) -> float:
