@@ -396,6 +396,16 @@ def test_the_fair_study_config_parses_with_the_core_comparison_read_on_validatio
     assert parsed["train_policy_best"][2].turns is None  # every agent turn is trained
 
 
+def test_the_multi_fact_warm_start_config_reads_headroom_on_validation_over_five_turns():
+    config = pipeline.load_yaml(config_path("warm_start_multi_cpu"))
+    pipeline._check_keys(config, everything=True)
+    parsed = {stage: pipeline._parse(pipeline.STAGES[stage], config, []) for stage in pipeline.STAGES}
+    run, warm = parsed["warm_start"][0], parsed["warm_start"][-1]
+    assert run.train_tasks == "procedural_multi:train" and run.eval_tasks == "procedural_multi:validation"
+    assert run.max_turns == 5 and warm.warm_start_family == "procedural_multi" and warm.adapter is None
+    assert parsed["evaluate"][2].eval_episodes_per_task >= 8  # pass@8 of episodes
+
+
 def test_configs_command_lists_and_prints_the_shipped_configs(capsys):
     assert cli.main(["configs"]) == 0
     listing = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
