@@ -410,12 +410,14 @@ def test_configs_command_lists_and_prints_the_shipped_configs(capsys):
     assert cli.main(["configs"]) == 0
     listing = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
     assert list(listing) == names()
-    assert listing["demo_cpu"] == ("demo_cpu        The short form of the study, on a laptop CPU (2 cores): SWEET-RL's "
-                                   "critic with best-of-N fine-tuning against zero-shot")
-    # Aligned to the longest name; a first sentence that wraps over comment lines is read whole.
-    assert listing["warm_start_cpu"] == ("warm_start_cpu  A starting policy with headroom: SmolLM2-135M-Instruct "
-                                         "warm-started on scripted expert dialogues, then measured on held-out "
-                                         "procedural test tasks")
+    width = max(map(len, names())) + 2  # aligned to the longest name
+    assert listing["demo_cpu"] == "demo_cpu".ljust(width) + (
+        "The short form of the study, on a laptop CPU (2 cores): SWEET-RL's critic with best-of-N fine-tuning "
+        "against zero-shot")
+    # a first sentence that wraps over comment lines is read whole
+    assert listing["warm_start_cpu"] == "warm_start_cpu".ljust(width) + (
+        "A starting policy with headroom: SmolLM2-135M-Instruct warm-started on scripted expert dialogues, then "
+        "measured on held-out procedural test tasks")
     assert cli.main(["configs", "demo_cpu"]) == 0
     assert capsys.readouterr().out == config_path("demo_cpu").read_text()
     assert cli.main(["configs", "nope"]) == 2
