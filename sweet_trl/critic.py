@@ -162,6 +162,13 @@ class SweetCritic:
                    score_normalization=trainer.args.score_normalization,
                    batch_size=batch_size or trainer.args.per_device_eval_batch_size)
 
+    def to(self, device: Any) -> SweetCritic:
+        """Move the critic and its reference to ``device``; returns the critic."""
+        self.model.to(device)
+        if self.ref_model is not None and self.ref_model is not self.model:
+            self.ref_model.to(device)
+        return self
+
     def untrained(self, dtype: Any = None) -> SweetCritic:
         """This LoRA critic's base model as critic and as its own reference, reading ``c`` as this critic does:
         what ``c`` alone tells before any Bradley-Terry training (the control every trained critic is held to)."""

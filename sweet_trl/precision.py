@@ -40,9 +40,19 @@ def apply_default_precision(config: Any) -> None:
 
 
 def _has_accelerator() -> bool:
+    return accelerator_device() is not None
+
+
+def accelerator_device() -> str | None:
+    """``"cuda"`` or ``"xpu"`` where torch sees one, else ``None`` (the CPU): where a stage without a trainer (which
+    picks its device itself) puts the models it scores with."""
     import torch
 
-    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+    if torch.cuda.is_available():
+        return "cuda"
+    if hasattr(torch, "xpu") and torch.xpu.is_available():
+        return "xpu"
+    return None
 
 
 @functools.cache

@@ -235,7 +235,7 @@ def test_episode_pass_at_k_is_the_chance_one_of_k_episodes_of_a_task_succeeds():
     records = ([episode("a", True)] + [episode("a", False)] * 3 + [episode("b", False)] * 4
                + [episode("c", True)] * 3 + [episode("c", False)])
     metrics = evaluate_records(records).metrics
-    assert set(k for k in metrics if k.startswith("pass@")) == {"pass@1", "pass@2", "pass@4"}  # up to 4 episodes
+    assert {k for k in metrics if k.startswith("pass@")} == {"pass@1", "pass@2", "pass@4"}  # up to 4 episodes
     assert metrics["pass@1"] == pytest.approx(metrics["success_rate"]) == pytest.approx(4 / 12)
     assert metrics["pass@2"] == pytest.approx((0.5 + 0.0 + 1.0) / 3)  # a: 1 - C(3,2)/C(4,2); c: every pair has one
     assert metrics["pass@4"] == pytest.approx(2 / 3)

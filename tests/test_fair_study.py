@@ -6,7 +6,6 @@ import io
 import json
 
 import pytest
-
 from helpers_tiny_models import save_tiny_model
 from test_study import ScriptedAnswers
 

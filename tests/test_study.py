@@ -846,6 +846,7 @@ def test_rank_selectors_pick_by_the_tests_at_random_or_with_the_untrained_critic
     """``rank --selector``: the controls of the critic's picks run through the real stage on the tiny study's
     candidates. ``true_reward`` puts a candidate that passes the most tests first wherever every candidate answers;
     ``random`` needs no critic and picks the same again; ``untrained_critic`` ranks with the critic's base model."""
+    from sweet_trl import precision
     from sweet_trl.critic import SweetCritic
     from sweet_trl.policy_trainer import load_rows
     from sweet_trl.selectors import answers_only, grade_candidates, random_scorer
@@ -853,13 +854,17 @@ def test_rank_selectors_pick_by_the_tests_at_random_or_with_the_untrained_critic
 
     run = tiny_study["run"]
     study = Study(tiny_study["root"] / "study.yaml", stream=io.StringIO())
-    ranked, markers = {}, {}
-    for selector in ("random", "true_reward", "untrained_critic"):
-        folder = run / f"selector_{selector}"
-        study.link_shared(folder, ("collect", "critic_pairs", "train_critic", "sample_candidates"))
-        markers[selector] = study.stage("rank", folder, "--selector", selector)
-        assert markers[selector]["info"]["selector"] == selector
-        ranked[selector] = load_rows(run / markers[selector]["dir"] / "ranked").to_list()
+    ranked, markers, moved = {}, {}, []
+    with pytest.MonkeyPatch.context() as patch:  # the stage puts the critic on the accelerator (here: "cpu")
+        patch.setattr(precision, "accelerator_device", lambda: "cpu")
+        patch.setattr(SweetCritic, "to", lambda self, device: moved.append(device) or self)
+        for selector in ("random", "true_reward", "untrained_critic"):
+            folder = run / f"selector_{selector}"
+            study.link_shared(folder, ("collect", "critic_pairs", "train_critic", "sample_candidates"))
+            markers[selector] = study.stage("rank", folder, "--selector", selector)
+            assert markers[selector]["info"]["selector"] == selector
+            ranked[selector] = load_rows(run / markers[selector]["dir"] / "ranked").to_list()
+    assert moved == ["cpu"]  # the untrained critic's; random and true_reward load none
     assert "train_critic" not in markers["random"]["inputs"] and "train_critic" in markers["untrained_critic"]["inputs"]
 
     tasks = {t.task_id: t for t in resolve_train_tasks(tiny_study["root"])}

@@ -223,15 +223,20 @@ def _selector(ctx: StageContext, args: RankArguments, candidates: Path) -> tuple
 
     if args.uses_critic:
         from sweet_trl.critic import SweetCritic
+        from sweet_trl.precision import accelerator_device
 
         critic = SweetCritic.from_pretrained(ctx.input_path("train_critic", "model"),
                                              batch_size=args.scoring_batch_size)
+        name = None
         if args.selector == "untrained_critic":
             critic = critic.untrained()
-            scorer = as_candidate_scorer(critic, args.ranking)
-            scorer.name = f"untrained:{scorer.name}"  # not the trained critic's scores on resume
-            return critic, scorer, args.ranking
-        return critic, as_candidate_scorer(critic, args.ranking), args.ranking
+            name = f"untrained:{as_candidate_scorer(critic, args.ranking).name}"  # not the trained one's on resume
+        device = accelerator_device()
+        if device is not None:  # from_pretrained loads on the CPU
+            critic.to(device)
+        scorer = as_candidate_scorer(critic, args.ranking)
+        scorer.name = name or scorer.name
+        return critic, scorer, args.ranking
     if args.selector == "random":
         return None, selectors.random_scorer(args.selector_seed), selectors.SELECTOR_RANKING
     from colbench_gym.tasks import resolve_tasks
