@@ -383,17 +383,22 @@ def test_unknown_config_names_the_shipped_ones(tmp_path, monkeypatch, capsys):
         "of that name is `--config study_cpu`")
 
 
-def test_the_fair_study_config_parses_with_the_core_comparison_read_on_validation():
+@pytest.mark.parametrize("name, family, turns", [("fair_cpu", "procedural", 2), ("fair_multi_cpu", "procedural_multi", 5)])
+def test_the_fair_study_configs_parse_with_the_core_comparison_read_on_validation(name, family, turns):
     from sweet_trl.study.fair.runner import parse_fair_arguments
 
-    config = pipeline.load_yaml(config_path("fair_cpu"))
+    config = pipeline.load_yaml(config_path(name))
     fair = parse_fair_arguments(config.pop("fair"))
     pipeline._check_keys(config, everything=True)
     parsed = {stage: pipeline._parse(pipeline.STAGES[stage], config, []) for stage in pipeline.STAGES}
-    assert parsed["collect"][0].run_dir == "runs/fair_cpu" and parsed["collect"][0].eval_tasks == "procedural:test"
+    run = parsed["collect"][0]
+    assert run.run_dir == f"runs/{name}" and run.eval_tasks == f"{family}:test" and run.max_turns == turns
+    assert run.train_tasks == f"{family}:train" and fair.validation_tasks == f"{family}:validation"
     assert {"sweet_best", "rft", "best_random", "best_untrained"} <= set(fair.arms) and fair.rounds >= 2
-    assert fair.validation_tasks == "procedural:validation" and fair.test_round == "last"
-    assert parsed["train_policy_best"][2].turns is None  # every agent turn is trained
+    assert fair.test_round == "last" and parsed["train_policy_best"][2].turns is None  # every agent turn is trained
+    if family == "procedural_multi":  # the start: warm_start_multi_cpu's warm start, the same section
+        multi = pipeline.load_yaml(config_path("warm_start_multi_cpu"))
+        assert config["warm_start"] == multi["warm_start"]
 
 
 def test_the_multi_fact_warm_start_config_reads_headroom_on_validation_over_five_turns():
