@@ -250,6 +250,21 @@ def test_the_multi_fact_warm_start_asks_one_detail_a_turn_and_every_expert_episo
                               ["--pipeline.stages", "warm_start"], stream=io.StringIO())
 
 
+def test_a_warm_start_made_with_the_precision_options_starts_the_stages_given_them(tiny_config, capsys):
+    """`sweet-rl <command> ... $(python -m sweet_trl.precision)` on every command: the warm start trained with
+    `--bf16 true --dtype bfloat16` starts an evaluation given the same options, and one given none."""
+    path = _write(tiny_config, "precision", run_dir=str(tiny_config["root"] / "precision"))
+    assert cli.main(["warm-start", "--config", str(path), "--bf16", "true", "--dtype", "bfloat16"]) == 0
+    capsys.readouterr()
+    for precision in (["--bf16", "true", "--dtype", "bfloat16"], []):
+        assert cli.main(["evaluate", "--config", str(path), "--policy", "zero_shot", *precision]) == 0, precision
+        assert "[evaluate/zero_shot]" in capsys.readouterr().out
+    changed = _write(tiny_config, "precision_changed", run_dir=str(tiny_config["root"] / "precision"),
+                     **{"warm_start.max_steps": 3})  # another warm start's settings: still refused
+    assert cli.main(["evaluate", "--config", str(changed), "--policy", "zero_shot", "--bf16", "true"]) == 1
+    assert "was made with other settings" in capsys.readouterr().err
+
+
 def test_a_warm_start_without_data_is_a_clear_error(tiny_config, capsys):
     no_tasks = _write(tiny_config, "no_tasks", **{"warm_start.warm_start_tasks": 0})
     assert cli.main(["warm-start", "--config", str(no_tasks)]) == 2

@@ -232,10 +232,12 @@ def run_stage_from_config(name: str, config_path: str | os.PathLike | None = Non
     config = load_yaml(config_path) if config_path else {}
     _check_keys(config)
     stage = STAGES[name]
+    precision = filter_cli_args(cli_args, set(PRECISION_OPTIONS))
     cli_args = without_options(cli_args, set(PRECISION_OPTIONS) - _stage_options(name))
     if (name != WARM_START and WARM_START in config and "policy_model" not in cli_keys(cli_args)
             and _reads_the_run_policy(stage, config, cli_args, prog)):
-        cli_args = [*cli_args, *_warm_started_policy(config, cli_args)]
+        # the precision options given to every command are the warm start's too, as `sweet-rl warm-start` took them
+        cli_args = [*cli_args, *_warm_started_policy(config, [*cli_args, *precision])]
     args = _parse(stage, config, cli_args, prog=prog)
     marker = run_stage(stage, args, stream=stream)
     if name == "evaluate":
@@ -272,19 +274,34 @@ def _warm_started_policy(config: dict[str, Any], cli_args: Sequence[str]) -> lis
 
     Only the run's own options (``--run_dir``, ``--env_id``, ...) on the command line count: the others are the
     stage's (``sweet-rl train-policy --learning_rate 3e-4`` sets the policy's learning rate, not the warm start's).
+    The precision options every command takes (``--bf16``, ``--fp16``, ``--dtype``) are not part of the
+    configuration's warm start: one made in any precision is accepted.
     """
     stage = STAGES[WARM_START]
-    args = _parse(stage, config, filter_cli_args(cli_args, _run_options()))
+    run_options = filter_cli_args(cli_args, _run_options())
+    args = _parse(stage, config, run_options)
     run_dir = Path(args[0].run_dir)
     marker = read_marker(run_dir / stage.dir_name(args[1:]))
     if marker is None:
         raise StageError(f"this run starts from a warm start (the configuration's warm_start: section), which is not "
                          f"complete in {run_dir}: run `sweet-rl warm-start` with the same --config first")
-    if marker.get("fingerprint") not in accepted_fingerprints(stage, args, {}):
+    as_made = _parse(stage, config, [*run_options, *_recorded_precision(marker)])
+    accepted = [*accepted_fingerprints(stage, args, {}), *accepted_fingerprints(stage, as_made, {})]
+    if marker.get("fingerprint") not in accepted:
         raise StageError(f"the warm start in {run_dir} was made with other settings than this configuration's "
                          f"warm_start: section (or another adapter file): run `sweet-rl warm-start` with the same "
                          f"--config first")
     return warm_start_override(run_dir, marker)
+
+
+def _recorded_precision(marker: dict[str, Any]) -> list[str]:
+    """The precision options a stage's marker records (``--bf16 true --dtype bfloat16``, say)."""
+    options: dict[str, Any] = {}
+    for section in marker.get("config") or []:
+        if isinstance(section, dict):
+            options.update({name: section[name] for name in PRECISION_OPTIONS if section.get(name) is not None})
+    return [token for name, value in options.items()
+            for token in (f"--{name}", str(value).lower() if isinstance(value, bool) else str(value))]
 
 
 def report_command(config_path: str | os.PathLike | None, cli_args: Sequence[str] = (), stream: Any = None) -> Path:
