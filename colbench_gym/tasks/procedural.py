@@ -533,6 +533,17 @@ def template_clashes(templates: Sequence[Template], others: Sequence[Template]) 
     )
 
 
+def _shuffled_pools(templates: Sequence[Template], split: Split, whole_pools: bool, rng: random.Random
+                    ) -> list[tuple[Template, list[dict[str, Any]]]]:
+    """Each template with its hidden-value combinations for ``split``, shuffled by ``rng`` in template order."""
+    pools = []
+    for template in templates:
+        combos = template.values_for(split, whole_pools=whole_pools)
+        rng.shuffle(combos)
+        pools.append((template, combos))
+    return pools
+
+
 @dataclass(frozen=True)
 class TaskFamily:
     """A family of generated tasks: its templates per split, how its rows are named and how many each named split
@@ -587,11 +598,7 @@ class TaskFamily:
     def _draw(templates: Sequence[Template], count: int, split: Split, part: str, rng: random.Random
               ) -> list[dict[str, Any]]:
         """``count`` distinct tasks spread evenly over ``templates`` (round-robin, so any prefix is balanced)."""
-        pools = []
-        for template in templates:
-            combos = template.values_for(split, whole_pools=part == "unseen")
-            rng.shuffle(combos)
-            pools.append((template, combos))
+        pools = _shuffled_pools(templates, split, part == "unseen", rng)
         capacity = sum(len(c) for _, c in pools)
         if count > capacity:
             raise ValueError(f"asked for {count} {part} {split} tasks, but these templates make only {capacity} "
@@ -660,11 +667,7 @@ class TaskFamily:
         chosen = [known[n] for n in dict.fromkeys(names)]
         self.check_warm_start_pool(chosen)
         rng = random.Random(f"{seed}-warm-start")
-        pools = []
-        for template in chosen:
-            combos = template.values_for("train", whole_pools=True)
-            rng.shuffle(combos)
-            pools.append((template, combos))
+        pools = _shuffled_pools(chosen, "train", True, rng)
         capacity = sum(len(c) for _, c in pools)
         if count > capacity:
             raise ValueError(f"asked for {count} warm-start tasks, but these templates make only {capacity} distinct "
