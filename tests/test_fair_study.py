@@ -7,7 +7,7 @@ import json
 
 import pytest
 from helpers_tiny_models import save_tiny_model
-from test_study import ScriptedAnswers
+from test_study import ScriptedAnswers, tiny_run_config
 
 ARMS = ["sweet_best", "rft", "best_random", "best_untrained"]
 
@@ -36,15 +36,7 @@ def tiny_fair(tmp_path_factory):
     patch = pytest.MonkeyPatch()
     patch.setattr(pipeline.models, "make_backend", lambda *a, **k: ScriptedAnswers(real(*a, **k), tasks))
     config = {
-        "run_dir": str(root / "run"), "policy_model": model, "train_tasks": str(root / "train.jsonl"),
-        "eval_tasks": str(root / "test.jsonl"), "max_turns": 2,
-        "max_new_tokens": 8, "generation_batch_size": 8, "num_workers": 2,
-        "bf16": False, "use_peft": True, "lora_r": 4, "lora_alpha": 8, "lora_target_modules": ["q_proj", "v_proj"],
-        "gradient_checkpointing": False, "logging_steps": 1, "report_to": [], "max_length": 1024,
-        "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "max_steps": 2, "learning_rate": 1e-3,
-        "save_strategy": "no",
-        "collect": {"episodes_per_task": 4},
-        "critic_pairs": {"pair_rule": "all_pairs", "require_success": False},
+        **tiny_run_config(root, model),
         "sample_candidates": {"num_candidates": 3},
         "baseline_rft": {"min_reward": 0.5},
         "evaluate": {"eval_episodes_per_task": 2, "eval_temperature": 1.0},

@@ -54,16 +54,21 @@ def merged_policy(stage_dir: Path) -> Path:
     return merged
 
 
-def parse_study_arguments(section: Any, cli_args: Sequence[str] = ()) -> StudyArguments:
+def parse_section(arguments: type, name: str, section: Any, cli_args: Sequence[str] = (), prog: str = "") -> Any:
+    """A config section (``study:``, ``fair:``) and its ``--<name>.*`` overrides as the ``arguments`` dataclass."""
     if section is not None and not isinstance(section, dict):
-        raise ConfigError(f"the study section must be a mapping, got {type(section).__name__}")
+        raise ConfigError(f"the {name} section must be a mapping, got {type(section).__name__}")
     try:
-        parser = make_parser([StudyArguments], prog="sweet-rl study")
+        parser = make_parser([arguments], prog=prog or f"sweet-rl {name}")
         parser.set_defaults_with_config(**(section or {}))
         (args,) = parser.parse_args_into_dataclasses(args=list(cli_args))
     except ValueError as err:
-        raise ConfigError(f"study: {err}") from err
+        raise ConfigError(f"{name}: {err}") from err
     return args
+
+
+def parse_study_arguments(section: Any, cli_args: Sequence[str] = ()) -> StudyArguments:
+    return parse_section(StudyArguments, "study", section, cli_args)
 
 
 class Study:

@@ -31,22 +31,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sweet_trl.pipeline_config import ConfigError, make_parser
+from sweet_trl.pipeline_config import ConfigError
 from sweet_trl.study.fair.arms import ARMS, START, Arm
 from sweet_trl.study.fair.config import FairStudyArguments
-from sweet_trl.study.runner import WARM_START, Study, merged_policy
+from sweet_trl.study.runner import WARM_START, Study, merged_policy, parse_section
 
 
 def parse_fair_arguments(section: Any, cli_args: Sequence[str] = ()) -> FairStudyArguments:
-    if section is not None and not isinstance(section, dict):
-        raise ConfigError(f"the fair section must be a mapping, got {type(section).__name__}")
-    try:
-        parser = make_parser([FairStudyArguments], prog="sweet-rl fair-study")
-        parser.set_defaults_with_config(**(section or {}))
-        (args,) = parser.parse_args_into_dataclasses(args=list(cli_args))
-    except ValueError as err:
-        raise ConfigError(f"fair: {err}") from err
-    return args
+    return parse_section(FairStudyArguments, "fair", section, cli_args, prog="sweet-rl fair-study")
 
 
 def link(folder: Path, name: str, target: Path) -> None:
