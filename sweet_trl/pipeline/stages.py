@@ -202,9 +202,7 @@ def stage_rank(ctx: StageContext, args: RankArguments) -> StageResult:
     errors = sum(1 for e in ranked["ranking_error"] if e)
     advantages = [a for row in ranked["advantages"] for a in row if a is not None]
     ctx.log(f"ranked {len(ranked)} turn states by {args.selector} ({errors} failed)")
-    examples = _score_trajectories(ctx, critic, args.report_trajectories) if critic is not None else []
-    if critic is None:
-        _write_jsonl(ctx.dir / "trajectory_advantages.jsonl", [])
+    examples = _score_trajectories(ctx, critic, args.report_trajectories)
     del critic
     release()
     return StageResult(
@@ -227,15 +225,14 @@ def _selector(ctx: StageContext, args: RankArguments, candidates: Path) -> tuple
 
         critic = SweetCritic.from_pretrained(ctx.input_path("train_critic", "model"),
                                              batch_size=args.scoring_batch_size)
-        name = None
         if args.selector == "untrained_critic":
             critic = critic.untrained()
-            name = f"untrained:{as_candidate_scorer(critic, args.ranking).name}"  # not the trained one's on resume
         device = accelerator_device()
         if device is not None:  # from_pretrained loads on the CPU
             critic.to(device)
         scorer = as_candidate_scorer(critic, args.ranking)
-        scorer.name = name or scorer.name
+        if args.selector == "untrained_critic":
+            scorer.name = f"untrained:{scorer.name}"  # a resumed ranking must not take the trained critic's scores
         return critic, scorer, args.ranking
     if args.selector == "random":
         return None, selectors.random_scorer(args.selector_seed), selectors.SELECTOR_RANKING
@@ -274,8 +271,12 @@ def _std(values: Sequence[float]) -> float:
 
 def _score_trajectories(ctx: StageContext, critic: Any, limit: int) -> list[dict[str, Any]]:
     """Per-turn critic advantages of some collected trajectories (tasks with both a success and a failure
-    first: there the critic's credit assignment is visible), for the report."""
+    first: there the critic's credit assignment is visible), for the report; none without a critic."""
     from sweet_trl.trajectories import Trajectory, read_trajectories
+
+    if critic is None or limit <= 0:
+        _write_jsonl(ctx.dir / "trajectory_advantages.jsonl", [])
+        return []
 
     scored = [t for t in map(Trajectory, read_trajectories(ctx.input_path("collect", "trajectories")))
               if t.reward is not None]
