@@ -27,7 +27,8 @@ from sweet_trl.study.stats import Interval, bootstrap_mean, paired_difference, p
 METRICS = {"success": ("success_rate", 1.0), "tests_passed": ("mean_reward", 100.0)}
 
 
-def _per_task(marker: Mapping[str, Any], run_dir: Path) -> list[dict[str, Any]]:
+def per_task_rows(marker: Mapping[str, Any], run_dir: Path) -> list[dict[str, Any]]:
+    """An evaluate stage's per-task rows (its marker's ``dir`` is relative to ``run_dir``)."""
     path = run_dir / marker["dir"] / "per_task.json"
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -82,7 +83,7 @@ def study_results(study: Any, critic_selection: dict[str, Any] | None, wall_seco
     args = study.args
     samples, level, seed = args.bootstrap_samples, args.confidence, args.seed
     evaluations = {k.split("/", 1)[1]: m for k, m in study.markers.items() if k.startswith("evaluate/")}
-    rows = {name: _per_task(marker, study.run_dir) for name, marker in evaluations.items()}
+    rows = {name: per_task_rows(marker, study.run_dir) for name, marker in evaluations.items()}
     policies = {name: policy_entry(r, samples, level, seed) for name, r in rows.items()}
     comparisons: dict[str, Any] = {}
 

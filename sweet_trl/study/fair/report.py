@@ -10,7 +10,7 @@ from typing import Any
 
 from sweet_trl.study.fair.arms import COMPARED_WITH, START, SWEET_VARIANTS
 from sweet_trl.study.protocol import ProtocolError, check_equal_compute, git_state, protocol_summary
-from sweet_trl.study.results import policy_entry
+from sweet_trl.study.results import per_task_rows, policy_entry
 from sweet_trl.study.stats import paired_difference, per_task_means
 
 TRAINING_STAGES = ("train_policy", "train_policy_best", "baseline_rft", "baseline_mtdpo")
@@ -38,9 +38,7 @@ def arm_compute(study: Any, arm: str) -> dict[str, Any]:
 
 def _test_rows(study: Any, arm: str) -> list[dict[str, Any]] | None:
     marker = study.markers.get(f"{arm}/test")
-    if marker is None:
-        return None
-    return json.loads((study.run_dir / marker["dir"] / "per_task.json").read_text(encoding="utf-8"))
+    return None if marker is None else per_task_rows(marker, study.run_dir)
 
 
 def _difference(ours: Sequence[Mapping[str, Any]], theirs: Sequence[Mapping[str, Any]], key: str, scale: float,

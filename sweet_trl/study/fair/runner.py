@@ -24,7 +24,6 @@ Every step is a pipeline stage: a stopped study resumes stage by stage.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -134,15 +133,14 @@ class FairStudy(Study):
 
     def validate(self, arm: str, round_index: int, policy: str) -> None:
         """``policy`` on the validation tasks (its figures are what settings are read on)."""
-        from sweet_trl.study.results import policy_entry
+        from sweet_trl.study.results import per_task_rows, policy_entry
 
         extra = ["--eval_tasks", self.args.validation_tasks]
         if self.args.max_validation_tasks:
             extra += ["--max_eval_tasks", str(self.args.max_validation_tasks)]
         key = f"{arm}/round{round_index}/validation"
         marker = self.stage("evaluate", self.folder / arm / "validation", "--policy", policy, *extra, key=key)
-        rows = json.loads((self.run_dir / marker["dir"] / "per_task.json").read_text(encoding="utf-8"))
-        figures = policy_entry(rows, self.args.bootstrap_samples, 0.95, self.args.seed)
+        figures = policy_entry(per_task_rows(marker, self.run_dir), self.args.bootstrap_samples, 0.95, self.args.seed)
         entry = {"round": round_index, "policy": policy, "evaluation": marker["run_id"], **figures}
         rounds = self.validation.setdefault(arm, [])
         rounds[:] = [r for r in rounds if r["round"] != round_index] + [entry]
