@@ -7,9 +7,10 @@ each task of a template pool that neither the train nor the test tasks use
 of the task ("What is the base shipping charge, and how much is added per kilogram of weight?"), reads the
 simulated human's reply, and answers with the reference. On the multi-fact family's pool
 (``procedural_multi:warm_start``, :data:`colbench_gym.tasks.procedural_multi.WARM_START_TEMPLATES`), whose human
-tells only what a question names, it asks one hidden detail per turn ("How many minutes of parking are free?", then
-"How much does each started hour cost?", ...) and then answers, so that the dialogues show the form of a several-turn
-dialogue; with fewer turns than details, the last question turn asks the rest together. The dialogues are played in
+tells only what a question names, it asks in general first ("What should the function do?": the outline comes back,
+the function in words with every detail named), then for every detail by the outline's names in one question ("What
+is the free minutes, the hourly rate and the daily maximum?"), then answers: the form of a several-turn dialogue, not
+a strategy for any held-out task. The dialogues are played in
 the real environment with the run's simulated human and graded there, then the policy imitates the expert's turns
 (the loss of rejection fine-tuning: agent turns only, never the instructions or the human's replies).
 
@@ -26,7 +27,7 @@ From Python::
     records = expert_dialogues(warm_start_tasks(400), max_turns=2)
 
     from colbench_gym.tasks import procedural_multi
-    records = expert_dialogues(procedural_multi.warm_start_tasks(400), max_turns=5)  # three questions, one answer
+    records = expert_dialogues(procedural_multi.warm_start_tasks(400), max_turns=5)  # two questions, one answer
 
 The pipeline's ``warm_start`` stage plays the procedural pool; to warm start on the multi-fact pool, write these
 records (``sweet_trl.trajectories.write_trajectories``) and give the file as ``warm_start.demonstrations``.
@@ -50,8 +51,8 @@ EXPERT_POLICY = "expert"
 
 def expert_questions(row: Mapping[str, Any]) -> tuple[str, ...]:
     """The expert's questions for a warm-start task row, one per turn: the one question of a procedural warm-start
-    template that names every hidden detail, or one question per hidden detail of a multi-fact one
-    (:mod:`colbench_gym.tasks.procedural_multi`, whose human tells only the facts a question names)."""
+    template that names every hidden detail, or, for a multi-fact one (:mod:`colbench_gym.tasks.procedural_multi`,
+    whose human tells only the facts a question names), the general question and then one naming every detail."""
     from colbench_gym.tasks import procedural, procedural_multi
 
     template = row.get("template")

@@ -24,12 +24,14 @@ from colbench_gym.simulators.offline_backend.asked_facts import NOTHING_MORE, na
 from colbench_gym.tasks import procedural, procedural_multi, resolve_tasks
 from colbench_gym.tasks.procedural import SIGNATURE_MARKER, task_part, template_clashes
 from colbench_gym.tasks.procedural_multi import (
+    GENERAL_QUESTION,
     TRAIN_TEMPLATES,
     UNSEEN_TEMPLATES,
     VALIDATION_UNSEEN_TEMPLATES,
     WARM_START_TEMPLATES,
     Detail,
     FactTemplate,
+    Outline,
     generate_tasks,
     load_procedural_multi,
 )
@@ -213,17 +215,32 @@ def test_a_question_gets_the_facts_it_names_and_no_other(template):
 
 
 @pytest.mark.parametrize("template", ALL_TEMPLATES, ids=lambda t: t.name)
-def test_a_general_question_gets_one_fact_at_most(template):
+def test_a_general_question_gets_the_outline_first_then_one_fact_at_most(template):
     row = first_row(template)
     facts = [f["fact"] for f in row["hidden_facts"]]
+    outline = row["outline"]
+    assert outline == template.outline.says() and not [f for f in facts if f in outline]
     for question in GENERIC_QUESTIONS:
         (reply,) = ask(row, question)
-        told = [f for f in facts if f in reply]
-        assert len(told) <= 1 and (told or reply == DONT_KNOW), (question, reply)
-    # asked again and again, the human says one untold fact each time, then that there is nothing more
-    replies = ask(row, *["Anything else?"] * (len(facts) + 1))
-    assert replies == [*facts, NOTHING_MORE]
+        assert reply == (DONT_KNOW if question == "Hi!" else outline), (question, reply)
+    # asked again and again, the human says the outline, then one untold fact each time, then that there is no more
+    replies = ask(row, *["Anything else?"] * (len(facts) + 2))
+    assert replies == [outline, *facts, NOTHING_MORE]
     assert ask(row, "Should it print anything?", "") == [DONT_KNOW, DONT_KNOW]
+    # a question naming a detail gets its fact and not the outline; a general one after it, the outline
+    first = row["hidden_facts"][0]
+    assert ask(row, _question_for(first), "What should the function do?") == [first["fact"], outline]
+
+
+@pytest.mark.parametrize("template", ALL_TEMPLATES, ids=lambda t: t.name)
+def test_asking_by_the_outlines_names_gets_each_detail(template):
+    row = first_row(template)
+    for fact in row["hidden_facts"]:
+        name = template.outline.names[fact["detail"]]
+        assert name in row["outline"]
+        assert ask(row, f"What is {name}?") == [fact["fact"]], (row["task_id"], name)
+    question = template.outline.detail_question([d.pool for d in template.details])
+    assert ask(row, GENERAL_QUESTION, question) == [row["outline"], " ".join(f["fact"] for f in row["hidden_facts"])]
 
 
 def test_the_procedural_family_is_answered_as_before():
@@ -262,9 +279,15 @@ def test_a_template_that_would_tell_too_much_is_refused():
     rate, cap = base.details[1], base.details[2]
     with pytest.raises(ValueError, match=r"'cap' is asked for by \['daily cap'\], which also name 'rate'"):
         dataclasses.replace(base, details=(base.details[0], rate, dataclasses.replace(cap, asked_by=("daily cap",))))
-    with pytest.raises(ValueError, match="must name 'rate' and no other detail"):
-        dataclasses.replace(base, details=(base.details[0], dataclasses.replace(
-            rate, question="What is the rate per day, and the maximum?"), cap))
+    outline = base.outline
+    with pytest.raises(ValueError, match=r"calls 'rate' 'the daily maximum', which names \['rate', 'cap'\]"):
+        dataclasses.replace(base, outline=Outline(outline.text, {**outline.names, "rate": "the daily maximum"}))
+    with pytest.raises(ValueError, match=r"calls 'cap' 'the ceiling of the fine', which names \[\]|never names"):
+        dataclasses.replace(base, outline=Outline(outline.text.replace("{cap}", "twenty"), outline.names))
+    with pytest.raises(ValueError, match="the outline does not fill in"):
+        dataclasses.replace(base, outline=Outline(outline.text + " {limit}", outline.names))
+    with pytest.raises(ValueError, match="no outline"):
+        dataclasses.replace(base, outline=None)
     with pytest.raises(ValueError, match="1 details, expected 2 to 3"):
         FactTemplate("x", "A request.", "def x(a):\n    return a * {k}", {"k": (1, 2)}, lambda v: [],
                      details=(Detail("k", "It is {value}.", ("k",)),))
@@ -331,28 +354,27 @@ def test_five_turns_without_an_answer_end_unanswered_and_nothing_is_forced():
 
 # -- the warm start ---------------------------------------------------------------------------------------------------
 
-def test_warm_start_questions_one_per_detail_and_fitted_to_the_turns():
+def test_warm_start_questions_the_outline_then_every_detail_and_fitted_to_the_turns():
     from sweet_trl.warm_start import expert_questions, question_turns
 
     row = SPLITS["warm_start"][0]
+    template = BY_NAME[row["template"]]
     questions = expert_questions(row)
-    assert questions == tuple(d.question for d in BY_NAME[row["template"]].details) and len(questions) == 3
-    assert question_turns(questions, 5) == list(questions) == question_turns(questions, 4)
-    assert question_turns(questions, 3) == [questions[0], f"{questions[1]} {questions[2]}"]
+    assert questions == (GENERAL_QUESTION, template.outline.detail_question([d.pool for d in template.details]))
+    assert ask(row, *questions) == [row["outline"], " ".join(f["fact"] for f in row["hidden_facts"])]
+    assert question_turns(questions, 5) == list(questions) == question_turns(questions, 3)
     assert question_turns(questions, 2) == [" ".join(questions)] and question_turns(questions, 1) == []
     single = procedural.load_procedural("warm_start")[0]  # the procedural pool: one question, as before
     assert expert_questions(single) == (procedural.warm_start_template(single["template"]).question,)
     assert question_turns(expert_questions(single), 2) == list(expert_questions(single))
     with pytest.raises(ValueError, match="not from the warm-start pool"):
         expert_questions(SPLITS["train"][0])
-    assert all(t.expert_questions() for t in WARM_START_TEMPLATES)
-    assert not any(t.expert_questions() for t in TRAIN_TEMPLATES + UNSEEN_TEMPLATES + VALIDATION_UNSEEN_TEMPLATES)
 
 
 @pytest.mark.parametrize("max_turns", [5, 2])
 def test_expert_dialogues_on_the_multi_fact_pool_succeed(max_turns):
-    """The expert asks each detail (one a turn with five turns; together with two), hears every fact, and its
-    answer passes every test."""
+    """The expert asks for the outline, then for every detail (with two turns, in one message), hears every fact,
+    and its answer passes every test."""
     from sweet_trl.warm_start import dialogue_summary, expert_dialogues
 
     rows = [next(r for r in SPLITS["warm_start"] if r["template"] == t.name) for t in WARM_START_TEMPLATES]
@@ -363,6 +385,7 @@ def test_expert_dialogues_on_the_multi_fact_pool_succeed(max_turns):
         history = record["dialogue_history"]
         agent = [m["content"] for m in history if m["role"] == "assistant"]
         replies = " ".join(m["content"] for m in history[1:] if m["role"] == "user")
-        assert len(agent) == (len(row["hidden_facts"]) + 1 if max_turns == 5 else 2)
+        assert len(agent) == (3 if max_turns == 5 else 2)
         assert all(f["fact"] in replies for f in row["hidden_facts"])
+        assert (row["outline"] in replies) == (max_turns == 5)  # one message naming details gets only the facts
         assert agent[-1].startswith(f"{ANSWER_MARKER}\n```python\ndef ")

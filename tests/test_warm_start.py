@@ -229,7 +229,8 @@ def test_the_pipeline_runs_the_warm_start_first_and_starts_every_stage_from_it(t
     assert "[warm_start] running again" in third.getvalue() and "[collect] running again" in third.getvalue()
 
 
-def test_the_multi_fact_warm_start_asks_one_detail_a_turn_and_every_expert_episode_succeeds(tiny_config):
+def test_the_multi_fact_warm_start_asks_for_the_outline_then_the_details_and_every_expert_episode_succeeds(
+        tiny_config):
     from colbench_gym.tasks import procedural_multi
 
     path = _write(tiny_config, "multi", run_dir=str(tiny_config["root"] / "multi"), max_turns=5,
@@ -241,10 +242,13 @@ def test_the_multi_fact_warm_start_asks_one_detail_a_turn_and_every_expert_episo
     dialogues = [json.loads(line) for line in
                  (tiny_config["root"] / "multi" / "warm_start" / "dialogues.jsonl").read_text().splitlines()]
     assert [d["task_id"] for d in dialogues] == [r["task_id"] for r in procedural_multi.warm_start_tasks(6)]
-    for dialogue in dialogues:  # a question per hidden detail (two or three), each answered, then the answer
-        asked = [m for m in dialogue["dialogue_history"] if m["role"] == "assistant"][:-1]
-        details = len(dialogue["task"]["hidden_facts"])
-        assert len(asked) == details >= 2, dialogue["task_id"]
+    for dialogue in dialogues:  # the general question (the outline), one naming every detail (the facts), the answer
+        history = dialogue["dialogue_history"]
+        asked = [m["content"] for m in history if m["role"] == "assistant"][:-1]
+        replies = [m["content"] for m in history[1:] if m["role"] == "user"]
+        task = dialogue["task"]
+        assert asked[0] == procedural_multi.GENERAL_QUESTION and len(asked) == 2, dialogue["task_id"]
+        assert replies == [task["outline"], " ".join(f["fact"] for f in task["hidden_facts"])]
     with pytest.raises(ValueError, match="warm_start_family must be one of"):
         pipeline.run_pipeline(_write(tiny_config, "bad_family", **{"warm_start.warm_start_family": "nope"}),
                               ["--pipeline.stages", "warm_start"], stream=io.StringIO())

@@ -5,9 +5,12 @@ answers a question that names any fact with the whole function in words. Here ev
 independent details (a rate AND a rounding AND a cap; a threshold AND which side of it is inclusive AND a label),
 the ten tests straddle every hidden value, so a function that misses any one detail fails at least one test
 (success = every test passes), and the offline human says only what is asked: a question gets one fact per detail
-it names, a general question ("anything else?", "what should the function do?") at most one fact, and anything
-else "I don't know." So an agent needs several questions, or one question that names every detail, before it
-answers: which of its turns earned the success is what SWEET-RL's turn-level credit is for.
+it names; the first general question ("what should the function do?", "anything else?") gets the template's outline,
+the function in words with every detail named and none valued ("If days_late is at most the free days, the result
+is 0. Otherwise ... the daily rate ... the cap."), a later one at most one fact; anything else "I don't know." So an
+agent needs two questions or more before it answers (the outline, then the details by their names, together or one
+a turn), and it writes the function by filling the told values into the outline: which of its turns earned the
+success is what SWEET-RL's turn-level credit is for.
 
 Splits, deterministic for a seed::
 
@@ -26,26 +29,26 @@ and 32 of 6 unseen templates of their own, interleaved so that any prefix keeps 
 from 12 templates of its own. 18 of the 20 train templates hide three details, 2 hide two.
 
 The environment never forces an answer: an episode ends when the agent writes ``I WANT TO ANSWER:`` or after
-``max_turns`` messages without one (reward 0); five turns leave room for three questions, one per detail, and the
-answer. (``force_answer_on_last_turn`` of sweet_trl's generation settings is a scaffold for small policies that
-starts the last turn's answer for them; it stays off unless a configuration turns it on.)
+``max_turns`` messages without one (reward 0); five turns leave room for the general question, three questions, one
+per detail, and the answer. (``force_answer_on_last_turn`` of sweet_trl's generation settings is a scaffold for
+small policies that starts the last turn's answer for them; it stays off unless a configuration turns it on.)
 
 Rows are ColBench rows (``problem_description``, ``ground_truth``, ``hidden_information`` = the reference,
 ``test_cases``) with ``template``, task ids ``multi-<split>-<seen|unseen>-<template>-<digest>`` (warm start:
 ``multi-warm-start-...``) and two fields that select the offline human's behaviour
 (:mod:`colbench_gym.simulators.offline_backend.asked_facts`): ``"reveal": "asked_facts_only"`` and
 ``hidden_facts``, one ``{"detail", "fact", "asked_by"}`` per hidden detail, the sentence the human says and the
-phrases that ask for it. The reference stays in ``info["privileged"]``; the human's replies are the facts' sentences,
-never the code. A model-backed human (``OpenAISimulator``) is given the reference and does not read
-``reveal``.
+phrases that ask for it; and ``outline``, the function in words with the details named. The reference stays in
+``info["privileged"]``; the human's replies are the outline and the facts' sentences, never the code. A model-backed
+human (``OpenAISimulator``) is given the reference and does not read ``reveal``.
 
 Held out as in the procedural family: the test split's seen part uses hidden values no train task uses (every fourth
 value of each pool), the validation split's seen part values that each train template reserves for it
 (``validation_values``, outside its pools), and each of the two has unseen templates of its own
 (:data:`UNSEEN_TEMPLATES`, :data:`VALIDATION_UNSEEN_TEMPLATES`) that share no name, function or request with any
 other template of either family. The warm-start pool (:data:`WARM_START_TEMPLATES`, ``procedural_multi:warm_start``)
-is a fourth set of templates whose details carry the expert's questions, one per detail and turn
-(:func:`sweet_trl.warm_start.expert_dialogues` asks them, then answers with the reference).
+is a fourth set of templates (:func:`sweet_trl.warm_start.expert_dialogues` asks the general question, then every
+detail by the outline's names in one question, then answers with the reference).
 """
 
 from __future__ import annotations
@@ -57,8 +60,10 @@ from typing import Any, ClassVar
 from colbench_gym.simulators.offline_backend.asked_facts import (
     ASKED_FACTS_ONLY,
     FACTS_FIELD,
+    OUTLINE_FIELD,
     REVEAL_FIELD,
     HiddenFact,
+    asks_in_general,
     named_facts,
     phrase_tokens,
 )
@@ -81,15 +86,14 @@ class Detail:
 
     ``fact`` is a :meth:`str.format` template over ``value`` (and ``quoted``, the value as text in quotes), a
     mapping from each value to its sentence (for a choice such as ``>`` / ``>=``), or a function of the value. It
-    states this detail's value only, so that no answer gives away another detail. ``asked_by`` are the phrases a question names the detail
-    with (matched as :func:`~colbench_gym.simulators.offline_backend.asked_facts.named_by` does). ``question`` is
-    the warm-start expert's question for it (warm-start templates only).
+    states this detail's value only, so that no answer gives away another detail. ``asked_by`` are the phrases a
+    question names the detail with (matched as :func:`~colbench_gym.simulators.offline_backend.asked_facts.named_by`
+    does).
     """
 
     pool: str
     fact: str | Mapping[Any, str] | Callable[[Any], str]
     asked_by: tuple[str, ...]
-    question: str = ""
 
     def says(self, value: Any) -> str:
         if isinstance(self.fact, Mapping):
@@ -99,6 +103,31 @@ class Detail:
         return self.fact.format(value=value, quoted=quoted(value))
 
 
+GENERAL_QUESTION = "What should the function do?"
+
+
+@dataclass(frozen=True)
+class Outline:
+    """What a template's function does, in the words the procedural family's human speaks code in, with every hidden
+    detail named and none valued: the first reply to a general question.
+
+    ``text`` is a :meth:`str.format` template over the template's pools; ``names`` gives each pool the words the
+    outline calls it by, words that ask for that detail and no other. So an agent learns from the outline what to ask
+    ("What is the daily rate?") and, once told the values, writes the function by filling them in.
+    """
+
+    text: str
+    names: Mapping[str, str]
+
+    def says(self) -> str:
+        return self.text.format(**self.names)
+
+    def detail_question(self, pools: Sequence[str]) -> str:
+        """One question that names every detail of ``pools``, by the outline's names."""
+        names = [self.names[pool] for pool in pools]
+        return f"What is {names[0]}?" if len(names) == 1 else f"What is {', '.join(names[:-1])} and {names[-1]}?"
+
+
 @dataclass(frozen=True)
 class FactTemplate(Template):
     """A :class:`~colbench_gym.tasks.procedural.Template` whose every pool is a hidden detail the human tells only
@@ -106,11 +135,12 @@ class FactTemplate(Template):
 
     Checked at construction: two or three details, one per pool; no phrase of one detail occurs in a phrase of
     another (a question naming one would get both); neither the request nor the signature names a detail (an agent
-    that repeats the request learns nothing); a sentence for every value of every pool; and each expert question
-    names its own detail and no other.
+    that repeats the request learns nothing); a sentence for every value of every pool; and an outline that names
+    every detail, each by words that name it and no other, and that a general question gets.
     """
 
     details: tuple[Detail, ...] = ()
+    outline: Outline | None = None
     id_prefix: ClassVar[str] = "multi"
 
     def __post_init__(self) -> None:
@@ -139,32 +169,53 @@ class FactTemplate(Template):
             told = [f.detail for f in named_facts(facts, text)]
             if told:
                 raise ValueError(f"{where}: its {what} names {told}: an agent repeating it would be told them")
-        for detail, fact in zip(self.details, facts):
-            if detail.question and [f.detail for f in named_facts(facts, detail.question)] != [detail.pool]:
-                raise ValueError(f"{where}: the expert question {detail.question!r} must name {detail.pool!r} and "
-                                 f"no other detail, it names {[f.detail for f in named_facts(facts, detail.question)]}")
+        self._check_outline(facts, where)
+
+    def _check_outline(self, facts: Sequence[HiddenFact], where: str) -> None:
+        if self.outline is None:
+            raise ValueError(f"{where}: no outline (what a general question is told)")
+        pools = [d.pool for d in self.details]
+        if sorted(self.outline.names) != sorted(pools):
+            raise ValueError(f"{where}: the outline names {sorted(self.outline.names)}, its details are {pools}")
+        try:
+            said = self.outline.says()
+        except (KeyError, IndexError, ValueError) as err:
+            raise ValueError(f"{where}: the outline does not fill in ({err!r}); its fields are the pools") from err
+        for pool, name in self.outline.names.items():
+            named = [f.detail for f in named_facts(facts, name)]
+            if named != [pool]:
+                raise ValueError(f"{where}: the outline calls {pool!r} {name!r}, which names {named}: an agent "
+                                 "asking by that name must be told that detail and no other")
+        missing = [pool for pool in pools if self.outline.names[pool] not in said]
+        if missing:
+            raise ValueError(f"{where}: the outline never names {missing}")
+        if named_facts(facts, GENERAL_QUESTION) or not asks_in_general(GENERAL_QUESTION):
+            raise ValueError(f"{where}: {GENERAL_QUESTION!r} must ask in general and name no detail")
 
     def hidden_facts(self, values: Mapping[str, Any]) -> list[HiddenFact]:
         return [HiddenFact(d.pool, d.says(values[d.pool]), d.asked_by) for d in self.details]
 
     def expert_questions(self) -> tuple[str, ...]:
-        """One question per detail, in order (empty unless every detail has one: the warm-start templates)."""
-        questions = tuple(d.question for d in self.details)
-        return questions if all(questions) else ()
+        """The warm-start expert's questions, one a turn: the general question (the outline comes back), then one
+        question that names every detail by the outline's names."""
+        assert self.outline is not None
+        return GENERAL_QUESTION, self.outline.detail_question([d.pool for d in self.details])
 
     def row(self, values: dict[str, Any], split: Split, part: str) -> dict[str, Any]:
         row = super().row(values, split, part)
         row[REVEAL_FIELD] = ASKED_FACTS_ONLY
         row[FACTS_FIELD] = [{"detail": f.detail, "fact": f.fact, "asked_by": list(f.asked_by)}
                             for f in self.hidden_facts(values)]
+        assert self.outline is not None
+        row[OUTLINE_FIELD] = self.outline.says()
         return row
 
 
 def multi(name: str, request: str, code: str, calls_of: Any, *details: tuple[Detail, Sequence[Any]],
-          validation: dict[str, Sequence[Any]] | None = None) -> FactTemplate:
+          outline: Outline, validation: dict[str, Sequence[Any]] | None = None) -> FactTemplate:
     """A template from its details, each given with its pool (the details' order is the facts' order)."""
     return FactTemplate(name, request, code, {d.pool: pool for d, pool in details}, calls_of,
-                        validation_values=validation or {}, details=tuple(d for d, _ in details))
+                        validation_values=validation or {}, details=tuple(d for d, _ in details), outline=outline)
 
 
 # Phrases that ask for kinds of detail many templates share; a template adds its own words.
@@ -215,6 +266,9 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
            (0.1, 0.2, 0.25, 0.3, 0.5, 0.75, 1, 1.5)),
           (Detail("cap", "The fine is never more than {value}.", CAP + ("limit",)),
            (5, 8, 10, 12, 15, 20, 25, 30)),
+          outline=Outline("If days_late is at most {grace}, the result is 0. Otherwise the result is the smaller of "
+                          "((days_late minus {grace}) times {rate}) and {cap}.",
+                          {"grace": "the free days", "rate": "the daily rate", "cap": "the cap"}),
           validation={"grace": (6, 14), "rate": (0.4, 1.25), "cap": (6, 40)}),
     multi("ticket_price",
           "Our zoo charges some visitors less; a full ticket costs 20. Write the function that gives the price of a "
@@ -233,6 +287,9 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
                   ("reduced", "discount", "cheaper", "child price", "child ticket", "kid price", "kid ticket",
                    "for kid", "for child", "for children", "lower price")),
            (0, 4, 5, 8, 10, 12, 15, 16)),
+          outline=Outline("If age is below {child_age} (whether exactly {child_age} counts too is {op}), the result is"
+                          " {child_price}. Otherwise the result is 20.",
+                          {"child_age": "the child age", "op": "the boundary rule", "child_price": "the child price"}),
           validation={"child_age": (7, 16), "child_price": (6, 9)}),
     multi("delivery_cost",
           "Our online grocery delivers to homes, and small orders pay for it. Write the function that gives what an "
@@ -248,6 +305,11 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
           (Detail("fee", "Delivery costs {value} when it is not free.",
                   ("fee", "charge", "price", "how much is delivery", "how much does delivery")),
            (1.99, 2.5, 2.99, 3.5, 3.99, 4.5, 4.99, 5.99)),
+          outline=Outline("If order_total is above {free_from} (whether exactly {free_from} counts too is {op}), the "
+                          "result is 0. Otherwise the result is {fee}.",
+                          {"free_from": "the free-delivery threshold",
+                           "op": "the boundary rule",
+                           "fee": "the delivery fee"}),
           validation={"free_from": (45, 100), "fee": (6.5, 7.99)}),
     multi("sales_tax",
           "Our till works out the tax on every sale. Write the function that gives the tax on a price.",
@@ -256,6 +318,8 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
           (Detail("percent", "The tax is {value} percent of the price.", ("percent", "rate", "%", "how much tax")),
            (5, 6, 7, 8, 9, 10, 12, 15, 17, 19, 20, 21, 23, 25, 7.5, 8.25)),
           (Detail("digits", digits_fact("The tax"), ROUNDING), (0, 1, 2, 3)),
+          outline=Outline("The result is (price times {percent} divided by 100) rounded to {digits} decimal places.",
+                          {"percent": "the tax percent", "digits": "the precision"}),
           validation={"percent": (11, 13, 16)}),
     multi("course_grade",
           "Our college reports every exam as 'fail', 'pass' or 'merit'. Write the function that gives the label for "
@@ -274,6 +338,10 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
            (40, 45, 50, 55, 60, 62, 65, 68)),
           (Detail("op", side("A score exactly at the pass mark", "passes", "fails"), INCLUSIVE),
            (">=", ">", ">=", ">")),
+          outline=Outline("If score is at least {merit}, the result is 'merit'. Otherwise, if score is above "
+                          "{pass_mark} (whether exactly {pass_mark} counts too is {op}), the result is 'pass'. "
+                          "Otherwise the result is 'fail'.",
+                          {"merit": "the merit score", "pass_mark": "the pass mark", "op": "the boundary rule"}),
           validation={"merit": (82, 95), "pass_mark": (52, 58)}),
     multi("weekly_wage",
           "Our shop pays staff by the hour, and more for long weeks. Write the function that gives a week's wage.",
@@ -293,6 +361,9 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
                   ("overtime pay", "overtime paid", "overtime rate", "extra", "multiplier", "factor",
                    "time and a half", "double", "premium")),
            (1.25, 1.5, 2, 1.75)),
+          outline=Outline("If hours is at most {normal}, the result is hours times {rate}. Otherwise the result is "
+                          "{normal} times {rate} plus (hours minus {normal}) times {rate} times {factor}.",
+                          {"normal": "the normal hours", "rate": "the hourly rate", "factor": "the overtime factor"}),
           validation={"normal": (41, 44), "rate": (13, 20), "factor": (1.2, 3)}),
     multi("invoice_number",
           "Our accounting tool prints a reference on every invoice, made from its running number. Write the "
@@ -308,6 +379,8 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
           (Detail("width", "The number is padded with zeros to {value} digits.",
                   ("digit", "pad", "zero", "width", "length", "leading")),
            (3, 4, 5, 6)),
+          outline=Outline("The result is the text '<{prefix}><{sep}><number, zero-padded in {width} characters>'.",
+                          {"prefix": "the prefix", "sep": "the separator", "width": "the width"}),
           validation={"prefix": ("INVC", "ACC"), "sep": ("--", "|"), "width": (2, 9)}),
     multi("greeting_line",
           "The first line of our newsletter greets the reader by name. Write the function that makes that line.",
@@ -323,6 +396,8 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
                   ("punctuation", "end with", "exclamation", "full stop", "period", "mark", "ending",
                    "last character", "after the name")),
            ("!", ".", ",", "!!", "", "?", ":", " :)")),
+          outline=Outline("The result is the text '<{word}> <name written in {case}><{mark}>'.",
+                          {"word": "the greeting word", "case": "the letter case", "mark": "the punctuation mark"}),
           validation={"word": ("Hiya", "Salut"), "mark": ("...", " ;)")}),
     multi("frost_warning",
           "Our garden app warns when a night may be too cold for plants. Write the function that gives the warning "
@@ -340,6 +415,9 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
                   ("warning text", "which word", "message", "label", "wording", "what text", "warning say",
                    "warning word", "string")),
            ("frost", "FROST", "cold", "frost warning", "danger", "protect plants", "freeze", "alert")),
+          outline=Outline("If temp_c is below {limit} (whether exactly {limit} counts too is {op}), the result is the "
+                          "text '<{word}>'. Otherwise the result is 'clear'.",
+                          {"limit": "the temperature limit", "op": "the boundary rule", "word": "the warning word"}),
           validation={"limit": (6, -3), "word": ("chilly", "cover plants")}),
     multi("cab_fare",
           "Our taxi company needs its fare rule in code. Write the function that gives the fare for a ride's length "
@@ -356,6 +434,8 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
            (0.8, 1, 1.2, 1.4, 1.5, 1.8, 2, 2.5)),
           (Detail("minimum", "No ride costs less than {value}.", MINIMUM + ("least",)),
            (6, 7, 8, 9, 10, 12, 14, 15)),
+          outline=Outline("The result is the larger of {minimum} and ({start} plus km times {per_km}).",
+                          {"minimum": "the minimum fare", "start": "the start fee", "per_km": "the rate per km"}),
           validation={"start": (4.5, 6), "per_km": (1.1, 3), "minimum": (11, 20)}),
     multi("water_bill",
           "Our water company bills households for the water they use. Write the function that gives a bill from the "
@@ -370,6 +450,9 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
                   ("price", "rate", "cost", "per litre", "per 1000", "per thousand", "per cubic")),
            (1.2, 1.5, 1.8, 2, 2.2, 2.5, 3, 3.5)),
           (Detail("digits", digits_fact("The bill"), ROUNDING), (0, 1, 2, 3)),
+          outline=Outline("The result is ((the larger of 0 and (litres minus {free})) times {price} divided by 1000) "
+                          "rounded to {digits}.",
+                          {"free": "the free litres", "price": "the price", "digits": "the number of decimal places"}),
           validation={"free": (2500, 6000), "price": (1.7, 2.7)}),
     multi("passphrase_ok",
           "Our password manager checks every new passphrase. Write the check.",
@@ -388,6 +471,12 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
                                   False: "A passphrase need not contain a digit."},
                   ("digit", "number", "numeral", "numeric")),
            (True, False, True, False)),
+          outline=Outline("If the length of text is below {shortest} or above {longest}, the result is False. "
+                          "Otherwise the result is True, except that when {needs_digit} requires a digit, the result "
+                          "is whether text contains a digit.",
+                          {"shortest": "the shortest length",
+                           "longest": "the longest length",
+                           "needs_digit": "the digit rule"}),
           validation={"shortest": (5, 9), "longest": (25, 48)}),
     multi("member_discount",
           "Our shop gives members money back on big purchases. Write the function that gives the price a member "
@@ -404,6 +493,11 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
                   ("percent", "%", "how much off", "discount rate", "rate", "how big", "percentage")),
            (5, 8, 10, 12, 15, 20, 25, 30)),
           (Detail("digits", digits_fact("The price"), ROUNDING), (0, 1, 2, 3)),
+          outline=Outline("If total is at least {min_total}, total becomes total times (1 minus {percent} divided by "
+                          "100). The result is total rounded to {digits}.",
+                          {"min_total": "the minimum total",
+                           "percent": "the discount percent",
+                           "digits": "the number of decimal places"}),
           validation={"min_total": (35, 80), "percent": (7, 18)}),
     multi("driver_band",
           "Our car insurer puts every driver in a band by age: 'young', 'standard' or 'senior'. Write the function "
@@ -423,6 +517,9 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
           (Detail("op", side("A driver exactly at the senior age", "is 'senior'", "is still 'standard'"),
                   INCLUSIVE + ("or older",)),
            (">=", ">", ">=", ">")),
+          outline=Outline("If age is below {young}, the result is 'young'. If age is above {senior} (whether exactly "
+                          "{senior} counts too is {op}), the result is 'senior'. Otherwise the result is 'standard'.",
+                          {"young": "the young limit", "senior": "the senior age", "op": "the boundary rule"}),
           validation={"young": (17, 26), "senior": (68, 78)}),
     multi("speed_text",
           "Our dashboard shows the car's speed as text. Write the function that turns a speed in km/h into that "
@@ -435,6 +532,8 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
            (" ", "", "_", "-")),
           (Detail("unit", "The unit is written {quoted}.", ("unit", "suffix", "abbreviation", "label", "symbol")),
            ("km/h", "kph", "kmh", "KM/H", "km per hour", "kmph", "k/h", "KPH")),
+          outline=Outline("The result is the text of kmh written with {digits}, followed by {sep} and then {unit}.",
+                          {"digits": "the number of decimal places", "sep": "the separator", "unit": "the unit"}),
           validation={"unit": ("km/hr", "kms/h")}),
     multi("loyalty_points",
           "Our loyalty card turns purchases into points. Write the function that gives the points for an amount.",
@@ -449,6 +548,9 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
            (1, 2, 3, 4, 5, 6, 8, 10)),
           (Detail("cap", "A purchase earns at most {value} points.", CAP + ("limit",)),
            (100, 150, 200, 250, 300, 400, 500, 1000)),
+          outline=Outline("The result is the smaller of ((amount divided by {step}, rounded down to a whole number) "
+                          "times {per_step}) and {cap}.",
+                          {"step": "the step", "per_step": "the points earned", "cap": "the cap"}),
           validation={"step": (15, 40), "per_step": (7, 12), "cap": (600, 750)}),
     multi("hotel_total",
           "Our hotel's booking page shows what a stay costs. Write the function that gives the total for a number of "
@@ -468,6 +570,11 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
           (Detail("percent", "The long-stay discount is {value} percent.",
                   ("percent", "%", "discount", "how much off", "reduction")),
            (5, 8, 10, 12, 15, 20, 25, 30)),
+          outline=Outline("Let total be nights times {nightly}. If nights is at least {long_stay}, total becomes total"
+                          " times (1 minus {percent} divided by 100). The result is total rounded to 2 decimal places.",
+                          {"nightly": "the nightly price",
+                           "long_stay": "the long stay length",
+                           "percent": "the discount percent"}),
           validation={"nightly": (85, 130), "long_stay": (9, 12), "percent": (18, 22)}),
     multi("phone_display",
           "Our contact page shows phone numbers in a readable way. Write the function that formats a number given as "
@@ -485,6 +592,9 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
           (Detail("group", "The digits are shown in groups of {value}, from the left.",
                   ("group", "chunk", "block", "how many digit", "digits per", "split")),
            (2, 3, 4, 5)),
+          outline=Outline("The result is {prefix} followed by number cut from the left into groups of {group} digits "
+                          "(the last group may be shorter), joined by {sep}.",
+                          {"prefix": "the prefix", "sep": "the separator", "group": "the group size"}),
           validation={"prefix": ("call ", "TEL "), "sep": ("|", "  "), "group": (6,)}),
     multi("gym_fee",
           "Our gym charges new members for their membership. Write the function that gives what a member pays in "
@@ -501,6 +611,11 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
           (Detail("free_months", lambda months: {0: "No month is free.", 1: "The first month is free."}.get(
                       months, f"The first {months} months are free."), ("free", "trial", "no charge", "waived")),
            (0, 1, 2, 3)),
+          outline=Outline("The result is {joining} plus ((the larger of 0 and (months minus {free_months})) times "
+                          "{monthly}).",
+                          {"joining": "the joining fee",
+                           "monthly": "the monthly price",
+                           "free_months": "the free months"}),
           validation={"joining": (35, 60), "monthly": (22, 55), "free_months": (4,)}),
     multi("split_bill",
           "Friends at our café split the bill evenly, with something extra for the staff. Write the function that "
@@ -512,6 +627,9 @@ TRAIN_TEMPLATES: tuple[FactTemplate, ...] = (
                   ("tip", "gratuity", "percent", "%", "service")),
            (0, 5, 10, 12, 15, 18, 20, 25)),
           (Detail("digits", digits_fact("Each share"), ROUNDING), (0, 1, 2, 3)),
+          outline=Outline("The result is (bill times (1 plus {tip} divided by 100) divided by people) rounded to "
+                          "{digits}.",
+                          {"tip": "the tip percent", "digits": "the number of decimal places"}),
           validation={"tip": (8, 22)}),
 )
 
@@ -532,7 +650,10 @@ UNSEEN_TEMPLATES: tuple[FactTemplate, ...] = (
           (Detail("per_hour", "Each hour later costs {value}.",
                   ("per hour", "an hour", "each hour", "hourly", "rate", "every hour")),
            (10, 15, 20, 25, 30)),
-          (Detail("cap", "The charge is never more than {value}.", CAP + ("limit",)), (40, 50, 60, 80, 100))),
+          (Detail("cap", "The charge is never more than {value}.", CAP + ("limit",)), (40, 50, 60, 80, 100)),
+          outline=Outline("If hour is at most {free_until}, the result is 0. Otherwise the result is the smaller of "
+                          "((hour minus {free_until}) times {per_hour}) and {cap}.",
+                          {"free_until": "the last free hour", "per_hour": "the hourly rate", "cap": "the cap"})),
     multi("quiz_percent",
           "Our quiz app shows a learner's score as a percentage, with a flag saying whether it is good enough. Write "
           "the function that gives both for the points scored.",
@@ -547,7 +668,12 @@ UNSEEN_TEMPLATES: tuple[FactTemplate, ...] = (
            (12, 15, 18, 21, 24, 27, 30, 33)),
           (Detail("digits", digits_fact("The percentage"), ROUNDING), (0, 1, 2, 3)),
           (Detail("pass_percent", "A percentage of {value} or more passes.", ("pass", "passing", "threshold")),
-           (40, 50, 60, 70, 80))),
+           (40, 50, 60, 70, 80)),
+          outline=Outline("percent is (points divided by {out_of} times 100) rounded to {digits}. The result is two "
+                          "values: percent, and whether percent is at least {pass_percent}.",
+                          {"out_of": "the total points",
+                           "digits": "the number of decimal places",
+                           "pass_percent": "the pass mark"})),
     multi("product_sku",
           "Our warehouse labels products with a stock code built from the supplier's code. Write the function that "
           "builds it.",
@@ -560,7 +686,9 @@ UNSEEN_TEMPLATES: tuple[FactTemplate, ...] = (
           (Detail("sep", "After the prefix comes {quoted}.",
                   ("separator", "between", "dash", "slash", "delimiter", "join")),
            ("-", "/", "", "_", ".", ":")),
-          (Detail("case", case_fact("The supplier's code"), CASE), ("upper", "lower", "title", "swapcase"))),
+          (Detail("case", case_fact("The supplier's code"), CASE), ("upper", "lower", "title", "swapcase")),
+          outline=Outline("The result is {prefix}, followed by {sep}, followed by code written in {case}.",
+                          {"prefix": "the prefix", "sep": "the separator", "case": "the letter case"})),
     multi("gas_bill",
           "Our energy company sends a gas bill every month. Write the function that gives the bill for the units a "
           "home used.",
@@ -572,7 +700,11 @@ UNSEEN_TEMPLATES: tuple[FactTemplate, ...] = (
           (Detail("price", "Each unit costs {value}.",
                   ("price per", "per unit", "unit price", "rate", "cost per", "each unit", "a unit")),
            (0.07, 0.085, 0.09, 0.1, 0.12, 0.145)),
-          (Detail("digits", digits_fact("The bill"), ROUNDING), (0, 1, 2))),
+          (Detail("digits", digits_fact("The bill"), ROUNDING), (0, 1, 2)),
+          outline=Outline("The result is ({standing} plus units times {price}) rounded to {digits}.",
+                          {"standing": "the standing charge",
+                           "price": "the unit price",
+                           "digits": "the number of decimal places"})),
     multi("bike_rental",
           "Our bike shop rents bikes out. Write the function that gives the rental price for a number of hours.",
           "def bike_rental(hours):\n    return min({first} + max(0, hours - 1) * {extra}, {day_max})",
@@ -585,7 +717,12 @@ UNSEEN_TEMPLATES: tuple[FactTemplate, ...] = (
            (2, 3, 4, 5, 6)),
           (Detail("day_max", "A rental never costs more than {value}.",
                   CAP + ("daily", "a day", "per day", "whole day", "day price")),
-           (25, 30, 35, 40, 50))),
+           (25, 30, 35, 40, 50)),
+          outline=Outline("The result is the smaller of ({first} plus (the larger of 0 and (hours minus 1)) times "
+                          "{extra}) and {day_max}.",
+                          {"first": "the first hour price",
+                           "extra": "the extra hour price",
+                           "day_max": "the daily cap"})),
     multi("queue_status",
           "Our clinic's screen says how long the queue is: 'short', 'busy' or 'full'. Write the function that gives "
           "the status for the number of people waiting.",
@@ -602,7 +739,13 @@ UNSEEN_TEMPLATES: tuple[FactTemplate, ...] = (
                    "become full", "full start")),
            (15, 20, 25, 30)),
           (Detail("op", side("Exactly the 'full' number of people", "is 'full'", "is still 'busy'"), INCLUSIVE),
-           (">=", ">", ">=", ">"))),
+           (">=", ">", ">=", ">")),
+          outline=Outline("If waiting is above {full_from} (whether exactly {full_from} counts too is {op}), the "
+                          "result is 'full'. Otherwise, if waiting is at least {busy_from}, the result is 'busy'; "
+                          "otherwise the result is 'short'.",
+                          {"busy_from": "the busy threshold",
+                           "full_from": "the full threshold",
+                           "op": "the boundary rule"})),
 )
 
 # The validation split's own unseen templates (none shared with any other split, the warm-start pool or the
@@ -622,7 +765,13 @@ VALIDATION_UNSEEN_TEMPLATES: tuple[FactTemplate, ...] = (
                   ("group 2", "second group", "group two", "middle")),
            (8, 10, 12, 14, 15)),
           (Detail("op", side("The row exactly at group 1's start", "is in group 1", "is in group 2"), INCLUSIVE),
-           (">=", ">", ">=", ">"))),
+           (">=", ">", ">=", ">")),
+          outline=Outline("If seat_row is above {back_from} (whether exactly {back_from} counts too is {op}), the "
+                          "result is 1. Otherwise, if seat_row is at least {middle_from}, the result is 2; otherwise "
+                          "the result is 3.",
+                          {"back_from": "the first row of group 1",
+                           "middle_from": "the first row of group 2",
+                           "op": "the boundary rule"})),
     multi("city_tax",
           "Our booking site must add the city's tourist tax to a stay. Write the function that gives the tax for a "
           "stay, given the nights and the room price.",
@@ -635,7 +784,12 @@ VALIDATION_UNSEEN_TEMPLATES: tuple[FactTemplate, ...] = (
           (Detail("percent", "The tax adds {value} percent of the room price for each night.",
                   ("percent", "%", "share of the price", "proportion")),
            (2, 3, 4.5, 5, 7.5, 10)),
-          (Detail("digits", digits_fact("The tax"), ROUNDING), (0, 1, 2))),
+          (Detail("digits", digits_fact("The tax"), ROUNDING), (0, 1, 2)),
+          outline=Outline("The result is (nights times ({per_night} plus price times {percent} divided by 100)) "
+                          "rounded to {digits}.",
+                          {"per_night": "the fixed part per night",
+                           "percent": "the percent",
+                           "digits": "the number of decimal places"})),
     multi("name_badge",
           "Our conference prints each guest's name on a badge. Write the function that makes the badge text.",
           "def name_badge(first, last):\n    parts = [first, last] if {first_name_first} else [last, first]\n"
@@ -650,7 +804,12 @@ VALIDATION_UNSEEN_TEMPLATES: tuple[FactTemplate, ...] = (
           (Detail("sep", "Between the names comes {quoted}.",
                   ("separator", "between", "comma", "space", "dash")),
            (" ", ", ", "-", "_", ".")),
-          (Detail("case", case_fact("The badge text"), CASE), ("upper", "lower", "title"))),
+          (Detail("case", case_fact("The badge text"), CASE), ("upper", "lower", "title")),
+          outline=Outline("If {first_name_first} holds, the parts are first then last; otherwise they are last then "
+                          "first. The result is the parts joined by {sep}, written in {case}.",
+                          {"first_name_first": "the first-name-first rule",
+                           "sep": "the separator",
+                           "case": "the letter case"})),
     multi("data_overage",
           "Our phone company charges extra when a customer uses a lot of mobile data. Write the function that gives "
           "the extra charge for the megabytes used in a month.",
@@ -666,7 +825,10 @@ VALIDATION_UNSEEN_TEMPLATES: tuple[FactTemplate, ...] = (
                   ("price", "per 100", "each block", "per block", "rate", "cost per")),
            (1, 2, 2.5, 3, 5)),
           (Detail("cap", "The extra charge is never more than {value} a month.", CAP + ("limit",)),
-           (20, 25, 30, 40, 50))),
+           (20, 25, 30, 40, 50)),
+          outline=Outline("extra is the larger of 0 and (mb minus {allowance}). The result is the smaller of ((extra "
+                          "divided by 100, rounded up to a whole number) times {price}) and {cap}.",
+                          {"allowance": "the allowance", "price": "the price per 100 MB", "cap": "the cap"})),
     multi("bakery_total",
           "Our bakery sells loaves and rewards regular customers. Write the function that gives the total for a "
           "number of loaves.",
@@ -679,7 +841,10 @@ VALIDATION_UNSEEN_TEMPLATES: tuple[FactTemplate, ...] = (
                   ("price", "cost of a loaf", "per loaf", "a loaf", "each loaf", "how much is a")),
            (2.2, 2.5, 3, 3.2, 3.5, 4)),
           (Detail("bag", "Every order pays {value} for the bag.", ("bag", "packaging", "carrier", "sack")),
-           (0.1, 0.2, 0.25, 0.5))),
+           (0.1, 0.2, 0.25, 0.5)),
+          outline=Outline("paid is loaves minus (loaves divided by {nth}, rounded down). The result is (paid times "
+                          "{price} plus {bag}) rounded to 2 decimal places.",
+                          {"nth": "the free loaf number", "price": "the loaf price", "bag": "the bag charge"})),
     multi("noise_alert",
           "Our building's sensor raises an alert when it is noisy, and reports 'quiet' otherwise. Write the function "
           "that gives the sensor's report for a sound level in decibels.",
@@ -693,11 +858,14 @@ VALIDATION_UNSEEN_TEMPLATES: tuple[FactTemplate, ...] = (
           (Detail("word", "The alert is the text {quoted}.",
                   ("which word", "what text", "message", "label", "wording", "alert text", "alert say",
                    "string")),
-           ("loud", "too loud", "LOUD", "noise", "warning"))),
+           ("loud", "too loud", "LOUD", "noise", "warning")),
+          outline=Outline("If level is above {limit} (whether exactly {limit} counts too is {op}), the result is "
+                          "{word}. Otherwise the result is 'quiet'.",
+                          {"limit": "the limit", "op": "the boundary rule", "word": "the alert text"})),
 )
 
-# The warm-start pool: expert dialogues (sweet_trl.warm_start) come from these templates only. Each detail carries
-# the expert's question for it, so the expert asks one detail per turn; no name, function or request is shared with
+# The warm-start pool: expert dialogues (sweet_trl.warm_start) come from these templates only (the expert asks for the
+# outline, then for every detail by its name there); no name, function or request is shared with
 # a split's template of either family, so imitating them teaches the dialogue's form and no held-out task.
 WARM_START_TEMPLATES: tuple[FactTemplate, ...] = (
     multi("parking_charge",
@@ -707,16 +875,18 @@ WARM_START_TEMPLATES: tuple[FactTemplate, ...] = (
           "    return min(-(-minutes // 60) * {per_hour}, {day_max})",
           lambda v: calls("parking_charge", 0, v["free_minutes"], v["free_minutes"] + 1, 60, 61, 119, 121, 185,
                           1440, 600),
-          (Detail("free_minutes", "Stays up to {value} minutes are free.", ("free", "no charge", "grace"),
-                  "How many minutes of parking are free?"),
+          (Detail("free_minutes", "Stays up to {value} minutes are free.", ("free", "no charge", "grace")),
            (10, 15, 20, 30)),
           (Detail("per_hour", "Each started hour costs {value}.",
-                  ("per hour", "each hour", "an hour", "hourly", "started hour", "rate"),
-                  "How much does each started hour cost?"),
+                  ("per hour", "each hour", "an hour", "hourly", "started hour", "rate")),
            (1, 1.5, 2, 2.5, 3)),
-          (Detail("day_max", "A stay never costs more than {value}.", CAP + ("limit", "daily"),
-                  "What is the most a stay can cost?"),
-           (10, 12, 15, 20))),
+          (Detail("day_max", "A stay never costs more than {value}.", CAP + ("limit", "daily")),
+           (10, 12, 15, 20)),
+          outline=Outline("If minutes is at most {free_minutes}, the result is 0. Otherwise the result is the smaller "
+                          "of ((minutes divided by 60, rounded up) times {per_hour}) and {day_max}.",
+                          {"free_minutes": "the free minutes",
+                           "per_hour": "the hourly rate",
+                           "day_max": "the daily maximum"})),
     multi("rent_late_fee",
           "Our letting agency charges tenants who pay the rent late. Write the function that gives the charge for a "
           "number of days late.",
@@ -724,16 +894,16 @@ WARM_START_TEMPLATES: tuple[FactTemplate, ...] = (
           "    return {flat} + (days - {grace}) * {per_day}",
           lambda v: calls("rent_late_fee", 0, v["grace"], v["grace"] + 1, v["grace"] + 2, 10, 20, 30, 1, 60, 45),
           (Detail("grace", lambda days: "There is no grace period: the first day late is charged." if not days else
-                  f"Paying up to {days} days late costs nothing.", ("grace", "free", "waive"),
-                  "How many days late can a tenant pay without a charge (the grace period)?"),
+                  f"Paying up to {days} days late costs nothing.", ("grace", "free", "waive")),
            (0, 1, 2, 3, 5)),
-          (Detail("flat", "A late payment costs a flat {value} first.", ("flat", "fixed", "one-off", "one off"),
-                  "Is there a flat fee for paying late, and how much is it?"),
+          (Detail("flat", "A late payment costs a flat {value} first.", ("flat", "fixed", "one-off", "one off")),
            (10, 15, 20, 25, 30)),
           (Detail("per_day", "Each day past the grace period adds {value}.",
-                  ("per day", "each day", "a day", "daily", "every day"),
-                  "How much is added for each day late?"),
-           (1, 2, 2.5, 5))),
+                  ("per day", "each day", "a day", "daily", "every day")),
+           (1, 2, 2.5, 5)),
+          outline=Outline("If days is at most {grace}, the result is 0. Otherwise the result is {flat} plus ((days "
+                          "minus {grace}) times {per_day}).",
+                          {"grace": "the grace period", "flat": "the flat fee", "per_day": "the daily charge"})),
     multi("quiz_grade",
           "Our school's online quizzes give each result a word: 'retry', 'good' or 'excellent'. Write the function "
           "that gives the word for a number of correct answers.",
@@ -742,93 +912,99 @@ WARM_START_TEMPLATES: tuple[FactTemplate, ...] = (
           lambda v: calls("quiz_grade", v["good"] - 1, v["good"], v["good"] + 1, v["excellent"] - 1, v["excellent"],
                           v["excellent"] + 1, 0, 30, 1, 25),
           (Detail("good", "The 'good' mark is {value} correct answers.",
-                  ("for good", "count as good", "good from", "good mark", "is good"),
-                  "How many correct answers count as 'good'?"),
+                  ("for good", "count as good", "good from", "good mark", "is good")),
            (5, 6, 7, 8)),
           (Detail("excellent", "'excellent' needs {value} or more correct answers.",
-                  ("for excellent", "count as excellent", "excellent from", "excellent mark", "is excellent"),
-                  "How many correct answers count as 'excellent'?"),
+                  ("for excellent", "count as excellent", "excellent from", "excellent mark", "is excellent")),
            (12, 14, 15, 18, 20)),
-          (Detail("op", side("Exactly the 'good' mark", "is 'good'", "is 'retry'"), INCLUSIVE,
-                  "Is that number itself included, or must a result be higher?"),
-           (">=", ">", ">=", ">"))),
+          (Detail("op", side("Exactly the 'good' mark", "is 'good'", "is 'retry'"), INCLUSIVE),
+           (">=", ">", ">=", ">")),
+          outline=Outline("If correct is at least {excellent}, the result is 'excellent'. Otherwise, if correct is "
+                          "above {good} (whether exactly {good} counts too is {op}), the result is 'good'; otherwise "
+                          "the result is 'retry'.",
+                          {"excellent": "the excellent mark", "good": "the good mark", "op": "the boundary rule"})),
     multi("shoe_label",
           "Our shoe shop prints the size on every box. Write the function that makes the size label.",
           "def shoe_label(size):\n    return f'{system}{sep}{{size:.{digits}f}}'",
           lambda v: calls("shoe_label", 38, 42.5, 7, 9.5, 10, 44, 36.25, 11, 40.75, 5),
           (Detail("system", "The label starts with {quoted}.",
-                  ("system", "prefix", "start with", "begin with", "country", "region"),
-                  "Which size system does the label start with?"),
+                  ("system", "prefix", "start with", "begin with", "country", "region")),
            ("EU", "UK", "US", "Size", "EUR")),
           (Detail("sep", "Between that and the size comes {quoted}.",
-                  ("separator", "between", "space", "dash", "colon"),
-                  "What goes between the letters and the number?"),
+                  ("separator", "between", "space", "dash", "colon")),
            (" ", ": ", "-", "")),
-          (Detail("digits", "The size shows {value} decimal places.", ROUNDING + ("places",),
-                  "How many decimal places should the size show?"),
-           (0, 1, 2))),
+          (Detail("digits", "The size shows {value} decimal places.", ROUNDING + ("places",)),
+           (0, 1, 2)),
+          outline=Outline("The result is the text '<{system}><{sep}><size>', where size is shown with exactly "
+                          "{digits}.",
+                          {"system": "the size system",
+                           "sep": "the separator",
+                           "digits": "the number of decimal places"})),
     multi("bus_fare",
           "Our city's buses charge young riders less; an adult fare is 3. Write the function that gives the fare for "
           "a rider's age.",
           "def bus_fare(age):\n    if age {op} {child_age}:\n        return {child_fare}\n    return 3",
           lambda v: calls("bus_fare", *around(v["child_age"], 0, 2, 30, 70, 90, 18, 4)),
           (Detail("child_age", "The age limit for the child fare is {value}.",
-                  ("age limit", "what age", "which age", "how old", "age cutoff", "child age"),
-                  "Up to what age is a rider a child?"),
+                  ("age limit", "what age", "which age", "how old", "age cutoff", "child age")),
            (5, 6, 10, 12, 14, 16)),
           (Detail("op", side("A rider exactly at the age limit", "pays the child fare", "pays the adult fare"),
-                  INCLUSIVE + ("or younger",),
-                  "Is a rider of exactly that age included?"),
+                  INCLUSIVE + ("or younger",)),
            ("<", "<=", "<", "<=")),
           (Detail("child_fare", lambda fare: "Children ride free." if not fare else f"The child fare is {fare}.",
-                  ("child fare", "child price", "reduced", "cheaper", "kid fare", "for child", "for children"),
-                  "How much is the child fare?"),
-           (0, 1, 1.5, 2))),
+                  ("child fare", "child price", "reduced", "cheaper", "kid fare", "for child", "for children")),
+           (0, 1, 1.5, 2)),
+          outline=Outline("If age is below {child_age} (whether exactly {child_age} counts too is {op}), the result is"
+                          " {child_fare}. Otherwise the result is 3.",
+                          {"child_age": "the age limit", "op": "the boundary rule", "child_fare": "the child fare"})),
     multi("print_cost",
           "Our print shop prices printing jobs. Write the function that gives the price of a job by its pages.",
           "def print_cost(pages):\n    return round({setup} + pages * {per_page}, {digits})",
           lambda v: calls("print_cost", 0, 1, 3, 10, 33, 77, 100, 250, 1001, 7),
-          (Detail("setup", "Every job has a setup charge of {value}.", ("setup", "set up", "fixed", "base"),
-                  "Is there a setup charge per job, and how much?"),
+          (Detail("setup", "Every job has a setup charge of {value}.", ("setup", "set up", "fixed", "base")),
            (0.5, 1, 2, 2.5, 5)),
-          (Detail("per_page", "Each page costs {value}.", ("per page", "each page", "a page", "page price"),
-                  "How much does each page cost?"),
+          (Detail("per_page", "Each page costs {value}.", ("per page", "each page", "a page", "page price")),
            (0.03, 0.05, 0.08, 0.09, 0.125, 0.15)),
-          (Detail("digits", digits_fact("The price"), ROUNDING, "To how many decimal places is the price rounded?"),
-           (0, 1, 2))),
+          (Detail("digits", digits_fact("The price"), ROUNDING),
+           (0, 1, 2)),
+          outline=Outline("The result is ({setup} plus (pages times {per_page})) rounded to {digits}.",
+                          {"setup": "the setup charge",
+                           "per_page": "the price per page",
+                           "digits": "the number of decimal places"})),
     multi("room_code",
           "Our office building names every room from its floor and number. Write the function that makes a room's "
           "code.",
           "def room_code(floor, room):\n    return f'{prefix}{{floor}}{sep}{{room:0{width}d}}'",
           lambda v: calls("room_code", (1, 1), (2, 15), (0, 7), (10, 120), (3, 3), (5, 42), (12, 9), (4, 100),
                           (7, 1234), (9, 60)),
-          (Detail("prefix", "The code starts with {quoted}.", ("prefix", "start with", "begin with", "letter"),
-                  "What does the code start with?"),
+          (Detail("prefix", "The code starts with {quoted}.", ("prefix", "start with", "begin with", "letter")),
            ("R", "RM", "", "Room ", "B")),
           (Detail("sep", "Between the floor and the room number comes {quoted}.",
-                  ("separator", "between", "dot", "dash"),
-                  "What goes between the floor and the room number?"),
+                  ("separator", "between", "dot", "dash")),
            (".", "-", "/", "")),
           (Detail("width", "The room number is padded with zeros to {value} digits.",
-                  ("pad", "zero", "width", "how many digit", "leading"),
-                  "To how many digits is the room number padded with zeros?"),
-           (2, 3, 4))),
+                  ("pad", "zero", "width", "how many digit", "leading")),
+           (2, 3, 4)),
+          outline=Outline("The result is the text '<{prefix}><floor><{sep}><room>', where room is padded with zeros to"
+                          " {width}.",
+                          {"prefix": "the prefix", "sep": "the separator", "width": "the padding width"})),
     multi("activity_message",
           "Our fitness watch congratulates its wearer on an active day, and says 'keep going' otherwise. Write the "
           "function that gives the message for a day's steps.",
           "def activity_message(steps):\n    if steps {op} {goal}:\n        return '{message}'\n"
           "    return 'keep going'",
           lambda v: calls("activity_message", *around(v["goal"], 0, 100, 3000, 20000, 50000, 12345, 999)),
-          (Detail("goal", "The daily goal is {value} steps.", ("goal", "target", "how many steps", "threshold"),
-                  "What is the daily step goal?"),
+          (Detail("goal", "The daily goal is {value} steps.", ("goal", "target", "how many steps", "threshold")),
            (5000, 6000, 7500, 8000, 10000)),
           (Detail("op", side("A day exactly at the goal", "gets the congratulation", "gets 'keep going'"),
-                  INCLUSIVE, "Is that number of steps itself included, or must a day go above it?"),
+                  INCLUSIVE),
            (">=", ">", ">=", ">")),
           (Detail("message", "The congratulation is the text {quoted}.",
-                  ("congratulation", "which text", "what text", "wording", "what does it say", "message text"),
-                  "What exactly is the congratulation text?"),
-           ("well done", "Goal reached!", "great job", "GOAL"))),
+                  ("congratulation", "which text", "what text", "wording", "what does it say", "message text")),
+           ("well done", "Goal reached!", "great job", "GOAL")),
+          outline=Outline("If steps is above {goal} (whether exactly {goal} counts too is {op}), the result is "
+                          "{message}. Otherwise the result is 'keep going'.",
+                          {"goal": "the step goal", "op": "the boundary rule", "message": "the congratulation text"})),
     multi("sales_commission",
           "Our sales staff earn a commission on their monthly sales. Write the function that gives a seller's "
           "commission.",
@@ -837,44 +1013,47 @@ WARM_START_TEMPLATES: tuple[FactTemplate, ...] = (
           lambda v: calls("sales_commission", 0, v["from_sales"] - 1, v["from_sales"], v["from_sales"] + 1, 10000,
                           25000, 1000000, 500, 3333, 7777),
           (Detail("from_sales", "Commission starts at {value} of sales.",
-                  ("from what", "from which", "threshold", "minimum sales", "start earning", "qualify"),
-                  "From what amount of sales is commission paid?"),
+                  ("from what", "from which", "threshold", "minimum sales", "start earning", "qualify")),
            (1000, 2000, 2500, 5000)),
-          (Detail("rate", "The commission is {value} of the sales.", ("rate", "percent", "%", "share"),
-                  "What rate of commission is paid on the sales?"),
+          (Detail("rate", "The commission is {value} of the sales.", ("rate", "percent", "%", "share")),
            (0.02, 0.03, 0.05, 0.08, 0.1)),
-          (Detail("cap", "The commission is never more than {value}.", CAP + ("limit",),
-                  "Is there a maximum commission?"),
-           (1500, 2000, 3000, 5000))),
+          (Detail("cap", "The commission is never more than {value}.", CAP + ("limit",)),
+           (1500, 2000, 3000, 5000)),
+          outline=Outline("If sales is below {from_sales}, the result is 0. Otherwise the result is the smaller of "
+                          "(sales times {rate}) and {cap}.",
+                          {"from_sales": "the sales threshold", "rate": "the commission rate", "cap": "the cap"})),
     multi("paint_litres",
           "Our paint shop tells customers how much paint a wall needs. Write the function that gives the litres for "
           "an area in square metres.",
           "def paint_litres(area):\n    return max({minimum}, round(area / {coverage}, {digits}))",
           lambda v: calls("paint_litres", 0, 1, 7, 13.5, 25, 40, 55.5, 100, 250, 333),
           (Detail("coverage", "One litre covers {value} square metres.",
-                  ("coverage", "cover", "per litre", "a litre", "each litre", "square metres per"),
-                  "How many square metres does one litre cover?"),
+                  ("coverage", "cover", "per litre", "a litre", "each litre", "square metres per")),
            (6, 8, 10, 12, 14)),
-          (Detail("digits", digits_fact("The litres"), ROUNDING, "How should the litres be rounded?"),
+          (Detail("digits", digits_fact("The litres"), ROUNDING),
            (0, 1, 2)),
-          (Detail("minimum", "The answer is never below {value} litres.", MINIMUM + ("least",),
-                  "What is the smallest amount to suggest?"),
-           (0.5, 1, 2, 2.5))),
+          (Detail("minimum", "The answer is never below {value} litres.", MINIMUM + ("least",)),
+           (0.5, 1, 2, 2.5)),
+          outline=Outline("The result is the larger of {minimum} and ((area divided by {coverage}) rounded to "
+                          "{digits}).",
+                          {"coverage": "the coverage per litre",
+                           "digits": "the number of decimal places",
+                           "minimum": "the minimum amount"})),
     multi("temperature_text",
           "Our weather widget shows the temperature as text. Write the function that makes the text for a "
           "temperature in Celsius.",
           "def temperature_text(celsius):\n    return f'{{celsius:.{digits}f}}{sep}{unit}'",
           lambda v: calls("temperature_text", 0, -3.5, 21.25, 37.777, 100, -40, 12.3456, 5, 0.05, 19.95),
-          (Detail("digits", "The temperature shows {value} decimal places.", ROUNDING + ("places",),
-                  "How many decimal places should the temperature show?"),
+          (Detail("digits", "The temperature shows {value} decimal places.", ROUNDING + ("places",)),
            (0, 1, 2)),
           (Detail("sep", "Between the number and the unit comes {quoted}.",
-                  ("space", "separator", "between", "gap"),
-                  "Is there a space or something else after the number?"),
+                  ("space", "separator", "between", "gap")),
            ("", " ", "\u00a0")),
-          (Detail("unit", "The unit is written {quoted}.", ("unit", "symbol", "suffix", "abbreviation"),
-                  "How is the unit written?"),
-           ("°C", "C", "degrees", "deg C", "ºC"))),
+          (Detail("unit", "The unit is written {quoted}.", ("unit", "symbol", "suffix", "abbreviation")),
+           ("°C", "C", "degrees", "deg C", "ºC")),
+          outline=Outline("The result is the text '<celsius><{sep}><{unit}>', where celsius is shown with exactly "
+                          "{digits}.",
+                          {"digits": "the number of decimal places", "sep": "the separator", "unit": "the unit"})),
     multi("fuel_surcharge",
           "Our courier adds a fuel surcharge to long deliveries. Write the function that gives the surcharge for a "
           "distance in kilometres.",
@@ -882,15 +1061,18 @@ WARM_START_TEMPLATES: tuple[FactTemplate, ...] = (
           lambda v: calls("fuel_surcharge", 0, v["from_km"], v["from_km"] + 1, v["from_km"] + 37.25, 500, 1234,
                           v["from_km"] - 1, 99.9, 2500, 777),
           (Detail("from_km", "The first {value} kilometres have no surcharge.",
-                  ("free", "from how far", "threshold", "from what distance", "no surcharge", "start"),
-                  "For how many kilometres is there no surcharge?"),
+                  ("free", "from how far", "threshold", "from what distance", "no surcharge", "start")),
            (20, 50, 100, 150)),
           (Detail("per_km", "Each kilometre beyond that adds {value}.",
-                  ("per km", "per kilometre", "each km", "each kilometre", "a km", "a kilometre", "rate"),
-                  "How much is added per kilometre beyond that?"),
+                  ("per km", "per kilometre", "each km", "each kilometre", "a km", "a kilometre", "rate")),
            (0.02, 0.05, 0.07, 0.1, 0.12)),
-          (Detail("digits", digits_fact("The surcharge"), ROUNDING, "To how many decimals is the surcharge rounded?"),
-           (0, 1, 2))),
+          (Detail("digits", digits_fact("The surcharge"), ROUNDING),
+           (0, 1, 2)),
+          outline=Outline("The result is ((the larger of 0 and (distance_km minus {from_km})) times {per_km}) rounded "
+                          "to {digits}.",
+                          {"from_km": "the free distance",
+                           "per_km": "the rate per kilometre",
+                           "digits": "the number of decimal places"})),
 )
 # fmt: on
 

@@ -7,15 +7,19 @@ detail, each with the words that ask for it::
     "hidden_facts": [
         {"detail": "rate", "fact": "Each late day adds 0.25 to the fine.", "asked_by": ["rate", "per day", ...]},
         {"detail": "cap", "fact": "The fine is never more than 20.", "asked_by": ["cap", "maximum", ...]},
-    ]
+    ],
+    "outline": "If days_late is at most the free days, the result is 0. Otherwise ... and the cap.",
+
+The ``outline`` (optional) says what the function does with every hidden detail named and none valued: the words an
+agent can ask for the details with, and the frame its answer fills in.
 
 The reply to a message is decided in this order:
 
 1. Every fact whose detail the message names (one of its ``asked_by`` phrases occurs in it), in the row's order:
    a question naming one detail gets that fact and no other, one naming every detail gets them all.
 2. A message that names no detail but asks in general ("Anything else?", "Can you tell me more?", "What should the
-   function do?") gets the first fact not yet said in the dialogue, one fact at most; when every fact was said,
-   :data:`NOTHING_MORE`.
+   function do?") gets the outline if the row has one and it was not said yet; otherwise the first fact not yet said
+   in the dialogue, one fact at most; when every fact was said, :data:`NOTHING_MORE`.
 3. Anything else gets :data:`~colbench_gym.simulators.base.DONT_KNOW`.
 
 A phrase occurs in a message when its words, stemmed (``rounded`` and ``rounding`` are ``round``), appear in the
@@ -35,6 +39,7 @@ from colbench_gym.simulators.offline_backend.words import stem
 REVEAL_FIELD = "reveal"
 ASKED_FACTS_ONLY = "asked_facts_only"
 FACTS_FIELD = "hidden_facts"
+OUTLINE_FIELD = "outline"
 REVEAL_MODES = (ASKED_FACTS_ONLY,)
 NOTHING_MORE = "That is everything I can tell you."
 ANY_NUMBER = "#"
@@ -120,7 +125,7 @@ def asks_in_general(question: str) -> bool:
     return _ASKS_IN_GENERAL.search(question) is not None
 
 
-def answer_asked_facts(facts: Sequence[HiddenFact], question: str, told: str = "") -> str:
+def answer_asked_facts(facts: Sequence[HiddenFact], question: str, told: str = "", outline: str = "") -> str:
     """The reply to ``question`` (see the module docstring); ``told`` is what the human has already said."""
     if not question.strip():
         return DONT_KNOW
@@ -128,6 +133,8 @@ def answer_asked_facts(facts: Sequence[HiddenFact], question: str, told: str = "
     if asked:
         return " ".join(fact.fact for fact in asked)
     if asks_in_general(question):
+        if outline and outline not in told:
+            return outline
         untold = [fact for fact in facts if fact.fact not in told]
         return untold[0].fact if untold else NOTHING_MORE
     return DONT_KNOW

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from colbench_gym.simulators.base import DONT_KNOW, SimulatorReply, SimulatorRequest
 from colbench_gym.simulators.offline_backend.asked_facts import (
     FACTS_FIELD,
+    OUTLINE_FIELD,
     REVEAL_FIELD,
     REVEAL_MODES,
     answer_asked_facts,
@@ -100,7 +101,10 @@ class OfflineBackendSimulator:
             facts = read_hidden_facts(getattr(task, "extra", {}).get(FACTS_FIELD))
             if len(question) > _QUESTION_HEAD_CHARS + _QUESTION_TAIL_CHARS:
                 question = question[:_QUESTION_HEAD_CHARS] + " " + question[-_QUESTION_TAIL_CHARS:]
-            return SimulatorReply(answer_asked_facts(facts, question, told))
+            outline = getattr(task, "extra", {}).get(OUTLINE_FIELD) or ""
+            if not isinstance(outline, str):
+                raise ValueError(f"{OUTLINE_FIELD} must be a text, got {type(outline).__name__}")
+            return SimulatorReply(answer_asked_facts(facts, question, told, outline))
         except Exception as err:  # noqa: BLE001 - one odd row must not end a batch of dialogues
             return SimulatorReply(DONT_KNOW, error=f"offline simulator failed on this turn: {err!r}")
 
