@@ -192,6 +192,32 @@ def episode_pass_at_k(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return out
 
 
+def told_facts_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Where the episodes of multi-fact tasks (rows with ``hidden_facts``, ``colbench_gym.tasks.procedural_multi``)
+    fail, asking or answering: ``outline_told`` and ``all_facts_told``, the share of those episodes whose human said
+    the outline / every hidden fact; ``facts_told``, the mean share of a task's facts said; ``success_when_all_told``,
+    the success rate of the episodes told every fact (``None`` when none was). Empty without such records."""
+    told, outline, every, succeeded = [], [], [], []
+    for record in records:
+        task = record.get("task") or {}
+        facts = [f.get("fact", "") for f in task.get("hidden_facts") or [] if isinstance(f, Mapping)]
+        if not facts:
+            continue
+        said = " ".join(str(m.get("content", "")) for m in (record.get("dialogue_history") or [])[1:]
+                        if isinstance(m, Mapping) and m.get("role") == "user")
+        share = sum(fact in said for fact in facts) / len(facts)
+        told.append(share)
+        outline.append(bool(task.get("outline")) and str(task["outline"]) in said)
+        every.append(share == 1.0)
+        if share == 1.0:
+            succeeded.append(Trajectory(record).succeeded())
+    if not told:
+        return {}
+    return {"outline_told": sum(outline) / len(told), "facts_told": sum(told) / len(told),
+            "all_facts_told": sum(every) / len(told),
+            "success_when_all_told": sum(succeeded) / len(succeeded) if succeeded else None}
+
+
 def evaluate_records(records: Sequence[Mapping[str, Any]], env_id: str | None = None, reference: Any = None,
                      policy: str | None = None, tie_tolerance: float = 1e-6) -> EvaluationResult:
     """The paper's metrics and per-task rows from finished trajectory records (no generation).
@@ -257,6 +283,7 @@ def evaluate_records(records: Sequence[Mapping[str, Any]], env_id: str | None = 
     if kind == "backend":
         metrics["tests_passed"] = 100.0 * mean_reward
         metrics.update(episode_pass_at_k(rows))
+        metrics.update(told_facts_metrics(records))
     else:
         metrics["mean_similarity"] = mean_reward
         metrics["similarity_metric"] = next((r["similarity_metric"] for r in records if r.get("similarity_metric")),

@@ -242,3 +242,36 @@ def test_episode_pass_at_k_is_the_chance_one_of_k_episodes_of_a_task_succeeds():
     assert pass_at_k(1, 4, 2) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="need 0 < k <= samples"):
         pass_at_k(1, 4, 5)
+
+
+def test_told_facts_metrics_say_whether_multi_fact_episodes_fail_at_asking_or_at_answering():
+    """Played through ``gym.make``: the outline and every fact asked for, then the reference (success); the same
+    questions, then a wrong function (all told, failed); one detail asked, then the reference; nothing asked."""
+    import gymnasium as gym
+
+    from colbench_gym.tasks.procedural_multi import GENERAL_QUESTION, TRAIN_TEMPLATES, load_procedural_multi
+
+    row = next(r for r in load_procedural_multi("validation") if "-seen-" in r["task_id"])
+    template = next(t for t in TRAIN_TEMPLATES if t.name == row["template"])
+    every_detail = template.outline.detail_question([d.pool for d in template.details])
+    first_detail = f"What is {template.outline.names[template.details[0].pool]}?"
+    wrong = "def nothing():\n    return None"
+    plays = [([GENERAL_QUESTION, every_detail], row["ground_truth"]), ([GENERAL_QUESTION, every_detail], wrong),
+             ([first_detail], row["ground_truth"]), ([], wrong)]
+    env = gym.make("ColBench-Backend-v0", tasks="procedural_multi:validation", max_turns=5)
+    records = []
+    for index, (questions, answer) in enumerate(plays):
+        env.reset(options={"task_id": row["task_id"]})
+        for question in questions:
+            env.step(question)
+        _, reward, _, _, info = env.step(f"I WANT TO ANSWER:\n{answer}")
+        records.append({"task_id": row["task_id"], "episode_id": str(index), "env_id": "ColBench-Backend-v0",
+                        "task": row, "dialogue_history": info["messages"], "reward": reward,
+                        "success": info["success"], "outcome": "answered", "turns": info["turn"]})
+    env.close()
+    metrics = evaluate_records(records).metrics
+    facts = len(row["hidden_facts"])
+    assert metrics["outline_told"] == 0.5 and metrics["all_facts_told"] == 0.5
+    assert metrics["facts_told"] == pytest.approx((1 + 1 + 1 / facts + 0) / 4)
+    assert metrics["success_when_all_told"] == 0.5 and metrics["success_rate"] == 0.5
+    assert "facts_told" not in evaluate_records(records[:0] + [{**r, "task": {}} for r in records]).metrics
