@@ -258,7 +258,8 @@ def test_a_malformed_reveal_row_is_an_error_reply_not_a_crash():
     row = dict(SPLITS["train"][0])
     for changes, message in (({"reveal": "everything"}, "unknown reveal 'everything'"),
                              ({"hidden_facts": []}, "hidden_facts must be a non-empty list"),
-                             ({"hidden_facts": [{"detail": "x", "fact": "It is 3."}]}, "'asked_by' must be")):
+                             ({"hidden_facts": [{"detail": "x", "fact": "It is 3."}]}, "'asked_by' must be"),
+                             ({"outline": ["not", "a", "text"]}, "outline must be a text")):
         task = resolve_tasks([{**row, **changes}])[0]
         reply = OfflineBackendSimulator().reply(SimulatorRequest(task, [
             {"role": "user", "content": row["problem_description"]}, {"role": "assistant", "content": "Rate?"}]))
