@@ -9,7 +9,7 @@ import pytest
 from helpers_tiny_models import save_tiny_model
 from test_study import ScriptedAnswers, tiny_run_config
 
-ARMS = ["sweet_best", "rft", "best_random", "best_untrained"]
+ARMS = ["sweet_best", "sweet_true", "rft", "best_random", "best_untrained"]
 
 
 @pytest.fixture(scope="module")
