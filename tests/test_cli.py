@@ -388,8 +388,8 @@ def test_the_fair_study_configs_parse_with_the_core_comparison_read_on_validatio
     from sweet_trl.study.fair.runner import parse_fair_arguments
 
     config = pipeline.load_yaml(config_path(name))
-    fair = parse_fair_arguments(config.pop("fair"))
-    pipeline._check_keys(config, everything=True)
+    fair = parse_fair_arguments(config["fair"])
+    pipeline._check_keys(config, everything=True)  # its stages run alone too: `sweet-rl train-critic --config ...`
     parsed = {stage: pipeline._parse(pipeline.STAGES[stage], config, []) for stage in pipeline.STAGES}
     run = parsed["collect"][0]
     assert run.run_dir == f"runs/{name}" and run.eval_tasks == f"{family}:test" and run.max_turns == turns

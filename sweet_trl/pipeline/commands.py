@@ -160,9 +160,10 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (
 )}
 COMMAND_ALIASES = {"train-rft": "baseline_rft", "train-mtdpo": "baseline_mtdpo"}
 WARM_START = "warm_start"
-# `study:` belongs to `sweet-rl study` (sweet_trl.study); the pipeline accepts a file that has it and ignores it.
-STUDY_SECTION = "study"
-SECTIONS = (*STAGES, "report", PIPELINE_SECTION, STUDY_SECTION)
+# `study:` belongs to `sweet-rl study` (sweet_trl.study), `fair:` to `sweet-rl fair-study` (sweet_trl.study.fair); the
+# pipeline accepts a file that has them and ignores them, so a study's config runs any of its stages alone.
+STUDY_SECTION, FAIR_SECTION = "study", "fair"
+SECTIONS = (*STAGES, "report", PIPELINE_SECTION, STUDY_SECTION, FAIR_SECTION)
 
 
 def _parse(stage: Stage, config: dict[str, Any], cli_args: Sequence[str], prog: str | None = None) -> tuple:
@@ -180,6 +181,10 @@ def _stage_options(name: str) -> frozenset[str]:
         from sweet_trl.study.config import StudyArguments
 
         return frozenset(known_options(make_parser([StudyArguments])))
+    if name == FAIR_SECTION:
+        from sweet_trl.study.fair.config import FairStudyArguments
+
+        return frozenset(known_options(make_parser([FairStudyArguments])))
     if name == PIPELINE_SECTION:
         return frozenset(known_options(make_parser([PipelineArguments])))
     return frozenset(known_options(make_parser(STAGES[name].dataclass_types())))
