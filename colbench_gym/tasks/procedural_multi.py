@@ -67,6 +67,7 @@ from colbench_gym.simulators.offline_backend.asked_facts import (
     named_facts,
     phrase_tokens,
 )
+from colbench_gym.simulators.offline_backend.phrasing import and_list
 from colbench_gym.tasks.procedural import Split, TaskFamily, Template
 from colbench_gym.tasks.procedural import _around as around
 from colbench_gym.tasks.procedural import _calls as calls
@@ -124,8 +125,7 @@ class Outline:
 
     def detail_question(self, pools: Sequence[str]) -> str:
         """One question that names every detail of ``pools``, by the outline's names."""
-        names = [self.names[pool] for pool in pools]
-        return f"What is {names[0]}?" if len(names) == 1 else f"What is {', '.join(names[:-1])} and {names[-1]}?"
+        return f"What is {and_list([self.names[pool] for pool in pools])}?"
 
 
 @dataclass(frozen=True)
