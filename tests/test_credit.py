@@ -12,6 +12,7 @@ from colbench_gym.tasks import load_builtin
 from sweet_trl.generation import Generation
 from sweet_trl.rollouts import collect
 from sweet_trl.study.credit import metrics
+from sweet_trl.study.credit.command import ground_truth_summary
 from sweet_trl.study.credit.mc_values import (
     MonteCarloSettings,
     candidate_values,
@@ -185,6 +186,29 @@ def test_state_metrics_split_ties_at_the_top_and_skip_states_without_spread():
     assert metrics.state_metrics([0.5, 0.5], [1.0, 2.0]) is None  # every order is right
     assert metrics.state_metrics([0.0, 1.0, math.nan], [math.nan, 2.0, 3.0]) is None  # one candidate left
     assert metrics.chance_metrics([1.0, 0.0, 0.0, 1.0]) == {"spearman": 0.0, "top1": 0.5, "pick_value": 0.5}
+
+
+def test_copies_of_one_message_are_one_candidate_whose_continuations_are_pooled():
+    # three copies of one question whose continuations happened to differ, and one other question
+    row = {"state_id": "s", "task_id": "t", "candidates": ["ask A", "ask A", "ask B", "ask A"],
+           "values": [1.0, 0.0, 0.5, 0.5], "samples": [4, 4, 4, 0], "value_se": [0.0] * 4,
+           "exact": [False] * 4, "kind": "question",
+           "scores": {"likes_a": [2.0, 2.0, 1.0, 2.0], "likes_b": [0.0, 0.0, 1.0, 0.0]}}
+    values, scores = metrics.distinct_values(row, "likes_a")
+    assert values == [0.5, 0.5] and scores == [2.0, 1.0]  # the copy without a continuation adds no weight
+    assert metrics.per_state([row], "likes_a") == {}  # pooled, the two questions are worth the same
+    row["values"] = [1.0, 0.5, 0.25, 0.0]
+    assert metrics.distinct_values(row)[0] == [0.75, 0.25]
+    # unmerged, the copies' spread would split a tie at the top: top1 1/3 for the ranker that picks "ask A"
+    assert metrics.per_state([row], "likes_a")["s"] == {"spearman": 1.0, "top1": 1.0, "pick_value": 0.75}
+    assert metrics.per_state([row], "likes_b")["s"]["top1"] == 0.0
+    assert metrics.per_state([row], "random")["s"] == {"spearman": 0.0, "top1": 0.5, "pick_value": 0.5}
+    # a state of one message has nothing to order
+    single = {**row, "candidates": ["ask A"] * 4}
+    assert metrics.per_state([single], "likes_a") == {} and metrics.per_state([single], "random") == {}
+    summary = ground_truth_summary([row, single])["question_turns"]
+    assert summary["states_with_one_message"] == 1 and summary["mean_distinct_candidates"] == 1.5
+    assert summary["states_with_value_spread"] == 1
 
 
 def test_summaries_and_paired_differences_resample_tasks():

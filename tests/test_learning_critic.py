@@ -261,15 +261,20 @@ def test_chain_the_critic_picks_with_c_on_4_of_5_seeds_and_the_policy_follows_it
     """The critic with c ranks two candidates per turn state: the question about the task's hidden unit against
     the question about the other unit (a "unit" state: only c can settle it) or against a filler (a "filler"
     state). A policy that never sees c trains on the pairs built from the critic's ranking of training states
-    (TurnPreferenceTrainer, DPO + NLL), and is measured on held-out states ranked by the same critic with their own
-    c. Asserted: on held-out unit states the critic picks the hidden unit's question at least 0.8 of the time on 4
-    of the 5 seeds (a critic without c is at chance, 0.5); on every seed, on held-out filler states, the policy's
-    log-probability of the critic's choice rises relative to the rejected candidate by more than 1 nat on average
-    and on at least 0.65 of the pairs. Which unit to ask about is not in the policy's view, so on unit states it
-    can only learn to ask about a unit (its margin there is printed, not asserted). Measured over seeds 0-4:
-    critic picks the hidden unit 1.000, 1.000, 0.647, 1.000, 0.955; filler-state margin gain 5.29, 4.58, 2.00,
-    5.26, 2.53 nats; filler pairs raised 1.000, 0.955, 0.700, 1.000, 0.733; unit-state margin gain 0.21, 0.13,
-    0.06, -0.27, -0.22. Seed 2's critic is the weak one in every test of this module (its credit too)."""
+    (TurnPreferenceTrainer, DPO + NLL), and is measured on held-out states. Asserted: on held-out unit states the
+    critic picks the hidden unit's question at least 0.8 of the time on 4 of the 5 seeds (a critic without c is at
+    chance, 0.5); on every seed, on held-out filler states, the policy's log-probability of the hidden unit's
+    question rises relative to the filler by more than 1 nat on average and on at least 0.9 of the states: what
+    the critic's pairs taught, carried to states the policy never trained on. That is measured against the right
+    question, not against the critic's held-out choice: where a weak critic picks the filler on a held-out state
+    the policy rightly does not follow it (the fraction of the critic's held-out choices it raises equals the
+    critic's own accuracy there, printed). Which unit to ask about is not in the policy's view, so on unit states it
+    can only learn to ask about a unit (its margin there is printed, not asserted). Measured over seeds 0-4 (an
+    Intel Xeon VM with AMX): critic picks the hidden unit 1.000, 1.000, 0.647, 0.929, 1.000; filler states: margin
+    gain of the right question 5.29, 5.02, 5.13, 5.26, 4.24 nats, raised on 1.000 of the states on every seed; the
+    critic's filler choices raised on 1.000, 1.000, 0.700, 0.850, 1.000 (its accuracy there); unit-state margin
+    gain 0.21, 0.13, 0.06, -0.13, -0.20. Seed 2's critic is the weak one in every test of this module (its credit
+    too)."""
     from sweet_trl.policy_config import TurnPreferenceConfig
     from sweet_trl.policy_trainer import TurnPreferenceTrainer, preference_margins
 
@@ -287,6 +292,7 @@ def test_chain_the_critic_picks_with_c_on_4_of_5_seeds_and_the_policy_follows_it
         filler_pairs = [p for p in held_out_pairs if not is_unit_pair(p)]
         assert len(unit_pairs) >= 10 and len(filler_pairs) >= 10, (len(unit_pairs), len(filler_pairs))
         picks = statistics.mean(picks_the_hidden_unit(p, run["held_out"]) for p in unit_pairs)
+        filler_right = statistics.mean(picks_the_hidden_unit(p, run["held_out"]) for p in filler_pairs)
         print(f"seed {seed}: the critic picks the hidden unit's question on {picks:.3f} of {len(unit_pairs)} "
               "held-out unit states")
         policy = tiny_causal_lm(tokenizer, seed=100 + seed)
@@ -300,15 +306,19 @@ def test_chain_the_critic_picks_with_c_on_4_of_5_seeds_and_the_policy_follows_it
         trainer.train()
         after = preference_margins(trainer.model, tokenizer, held_out_pairs)
         gains = {id(p): a - b for p, a, b in zip(held_out_pairs, after, before)}
-        filler_gains = [gains[id(p)] for p in filler_pairs]
+        # the gain of the hidden unit's question over the filler: the critic's choice, or against it where it erred
+        right_gains = [gains[id(p)] if picks_the_hidden_unit(p, run["held_out"]) else -gains[id(p)]
+                       for p in filler_pairs]
         unit_gain = statistics.mean(gains[id(p)] for p in unit_pairs)
-        filler_gain, raised = statistics.mean(filler_gains), statistics.mean(g > 0 for g in filler_gains)
+        filler_gain, raised = statistics.mean(right_gains), statistics.mean(g > 0 for g in right_gains)
+        follows = statistics.mean(gains[id(p)] > 0 for p in filler_pairs)
         rows.append((seed, round(picks, 3), round(filler_gain, 2), round(raised, 3), round(unit_gain, 2)))
-        print(f"seed {seed}: filler-state margin gain {filler_gain:.2f} nats, raised on {raised:.3f} of "
-              f"{len(filler_pairs)} pairs; unit-state margin gain {unit_gain:.2f}")
+        print(f"seed {seed}: filler states: the right question's margin gain {filler_gain:.2f} nats, raised on "
+              f"{raised:.3f} of {len(filler_pairs)}; the critic's choice raised on {follows:.3f} (its accuracy "
+              f"{filler_right:.3f}); unit-state margin gain {unit_gain:.2f}")
         message = f"(seed, critic picks the hidden unit, filler margin gain, raised, unit margin gain) {rows}"
         assert filler_gain > 1.0, f"seed {seed}: filler-state margin gain {filler_gain:.2f}; {message}"
-        assert raised >= 0.65, f"seed {seed}: filler pairs raised {raised:.3f}; {message}"
+        assert raised >= 0.9, f"seed {seed}: filler states raised {raised:.3f}; {message}"
         failed.extend([seed] if picks < 0.8 else [])
         assert len(failed) <= len(SEEDS) - 4, (
             f"the critic picks the hidden unit on under 0.8 of unit states on seeds {failed}, at most 1 of "

@@ -400,8 +400,9 @@ def credit_report(rows: Sequence[Mapping[str, Any]], scores: Mapping[str, Sequen
 
 
 def ground_truth_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What the ground truth holds per kind of turn: states, those whose values differ, exact values, continuations
-    played, the mean standard error of an estimated value."""
+    """What the ground truth holds per kind of turn: states, distinct candidates (a message sampled twice is one),
+    the states whose distinct candidates' values differ (the only ones scored), exact values, continuations played,
+    the mean standard error of an estimated value."""
     import math
 
     out = {}
@@ -409,9 +410,12 @@ def ground_truth_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         group = [r for r in rows if r["kind"] == kind]
         estimated = [se for r in group for se, exact in zip(r["value_se"], r["exact"])
                      if not exact and math.isfinite(se)]
-        finite = [[v for v in r["values"] if math.isfinite(v)] for r in group]
+        finite = [[v for v in metrics.distinct_values(r)[0] if math.isfinite(v)] for r in group]
+        distinct = [len(set(r["candidates"])) if "candidates" in r else len(r["values"]) for r in group]
         out[f"{kind}_turns"] = {
             "states": len(group), "tasks": len({r["task_id"] for r in group}),
+            "states_with_one_message": sum(n == 1 for n in distinct),
+            "mean_distinct_candidates": sum(distinct) / len(distinct) if distinct else None,
             "states_with_value_spread": sum(len(v) >= 2 and max(v) > min(v) for v in finite),
             "candidates": sum(len(r["values"]) for r in group),
             "exact_values": sum(sum(r["exact"]) for r in group),

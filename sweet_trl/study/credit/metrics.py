@@ -1,7 +1,11 @@
 """How well a ranker's scores of one state's candidates agree with their Monte Carlo values.
 
-Per state, only over candidates with a value (and, per ranker, a finite score), and only at states whose values
-differ (elsewhere every order is right and no ranker can be told from another):
+Candidates of one state that are the same message are one action: they are merged first (their Monte Carlo
+values pooled, weighted by continuations played; their scores averaged, equal for any ranker that reads only the
+message). Without that, copies of one question whose continuations happened to differ would count as a spread of
+values that no ranker can order, and put every ranker at chance on that state. Then, per state, only over distinct
+candidates with a value (and, per ranker, a finite score), and only at states whose values differ (elsewhere every
+order is right and no ranker can be told from another):
 
 * ``spearman``: rank correlation of scores and values (average ranks for ties; 0 when the ranker scores every
   candidate the same: it says nothing);
@@ -77,14 +81,49 @@ def chance_metrics(values: Sequence[float]) -> dict[str, float] | None:
             "pick_value": sum(finite) / len(finite)}
 
 
+def merge_identical(candidates: Sequence[str], values: Sequence[float], weights: Sequence[float] | None = None,
+                    scores: Sequence[float] | None = None) -> tuple[list[float], list[float] | None]:
+    """One value (and score) per distinct candidate, in order of first appearance: the values of a message's copies
+    averaged with ``weights`` (continuations played; 1 each by default) over the finite ones (NaN if none is), its
+    scores averaged over the finite ones (NaN if none is).
+
+        >>> merge_identical(["a", "b", "a"], [1.0, 0.0, 0.0], [3, 1, 1], [2.0, 1.0, 2.0])
+        ([0.75, 0.0], [2.0, 1.0])
+    """
+    weights = [1.0] * len(values) if weights is None else weights
+    groups: dict[str, list[int]] = {}
+    for index, candidate in enumerate(candidates):
+        groups.setdefault(candidate, []).append(index)
+
+    def mean(numbers: Sequence[tuple[float, float]]) -> float:
+        finite = [(x, w) for x, w in numbers if math.isfinite(x) and w > 0]
+        total = sum(w for _, w in finite)
+        return sum(x * w for x, w in finite) / total if total else math.nan
+
+    merged_values = [mean([(float(values[i]), float(weights[i])) for i in group]) for group in groups.values()]
+    merged_scores = None if scores is None else [mean([(float(scores[i]), 1.0) for i in group])
+                                                 for group in groups.values()]
+    return merged_values, merged_scores
+
+
+def distinct_values(row: Mapping[str, Any], ranker: str | None = None) -> tuple[list[float], list[float] | None]:
+    """A ground-truth row's values (and ``ranker``'s scores) per distinct candidate (:func:`merge_identical`); a row
+    without ``candidates`` is taken as it is."""
+    scores = row["scores"][ranker] if ranker is not None else None
+    if "candidates" not in row:
+        return list(row["values"]), None if scores is None else list(scores)
+    return merge_identical(row["candidates"], row["values"], row.get("samples"), scores)
+
+
 def per_state(rows: Sequence[Mapping[str, Any]], ranker: str) -> dict[str, dict[str, float]]:
-    """``state_id -> figures`` of ``ranker`` (a name in each row's ``scores``; ``"random"``: chance)."""
+    """``state_id -> figures`` of ``ranker`` (a name in each row's ``scores``; ``"random"``: chance), over each
+    state's distinct candidates."""
     out = {}
     for row in rows:
         if ranker == "random":
-            figures = chance_metrics(row["values"])
+            figures = chance_metrics(distinct_values(row)[0])
         elif ranker in row.get("scores", {}):
-            figures = state_metrics(row["values"], row["scores"][ranker])
+            figures = state_metrics(*distinct_values(row, ranker))
         else:
             figures = None
         if figures is not None:
