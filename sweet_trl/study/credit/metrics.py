@@ -1,11 +1,11 @@
 """How well a ranker's scores of one state's candidates agree with their Monte Carlo values.
 
-Candidates of one state that are the same message are one action: they are merged first (their Monte Carlo
-values pooled, weighted by continuations played; their scores averaged, equal for any ranker that reads only the
-message). Without that, copies of one question whose continuations happened to differ would count as a spread of
-values that no ranker can order, and put every ranker at chance on that state. Then, per state, only over distinct
-candidates with a value (and, per ranker, a finite score), and only at states whose values differ (elsewhere every
-order is right and no ranker can be told from another):
+Candidates of one state that are the same message are one action: they are merged first (their Monte Carlo values
+pooled, weighted by continuations played; their scores averaged, equal for any ranker that reads only the message; a
+random pick still picks a message as often as it was sampled). Without that, copies of one question whose
+continuations happened to differ would count as a spread of values that no ranker can order, and put every ranker at
+chance on that state. Then, per state, only over distinct candidates with a value (and, per ranker, a finite score),
+and only at states whose values differ (elsewhere every order is right and no ranker can be told from another):
 
 * ``spearman``: rank correlation of scores and values (average ranks for ties; 0 when the ranker scores every
   candidate the same: it says nothing);
@@ -71,14 +71,16 @@ def state_metrics(values: Sequence[float], scores: Sequence[float]) -> dict[str,
             "pick_value": sum(picked) / len(picked)}
 
 
-def chance_metrics(values: Sequence[float]) -> dict[str, float] | None:
-    """What a uniformly random pick scores in expectation (Spearman 0)."""
-    finite = [float(v) for v in values if math.isfinite(v)]
-    if len(finite) < 2 or max(finite) == min(finite):
+def chance_metrics(values: Sequence[float], copies: Sequence[int] | None = None) -> dict[str, float] | None:
+    """What a uniformly random pick among the sampled candidates scores in expectation (Spearman 0): a distinct
+    candidate sampled ``copies`` times is picked that much more often, as a random best-of-N selector picks it."""
+    copies = [1] * len(values) if copies is None else copies
+    finite = [(float(v), n) for v, n in zip(values, copies) if math.isfinite(v)]
+    if len(finite) < 2 or max(v for v, _ in finite) == min(v for v, _ in finite):
         return None
-    best = max(finite)
-    return {"spearman": 0.0, "top1": sum(v == best for v in finite) / len(finite),
-            "pick_value": sum(finite) / len(finite)}
+    best, total = max(v for v, _ in finite), sum(n for _, n in finite)
+    return {"spearman": 0.0, "top1": sum(n for v, n in finite if v == best) / total,
+            "pick_value": sum(v * n for v, n in finite) / total}
 
 
 def merge_identical(candidates: Sequence[str], values: Sequence[float], weights: Sequence[float] | None = None,
@@ -115,13 +117,23 @@ def distinct_values(row: Mapping[str, Any], ranker: str | None = None) -> tuple[
     return merge_identical(row["candidates"], row["values"], row.get("samples"), scores)
 
 
+def copies(row: Mapping[str, Any]) -> list[int]:
+    """How many times each distinct candidate of a row was sampled (the order of :func:`distinct_values`)."""
+    if "candidates" not in row:
+        return [1] * len(row["values"])
+    counts: dict[str, int] = {}
+    for candidate in row["candidates"]:
+        counts[candidate] = counts.get(candidate, 0) + 1
+    return list(counts.values())
+
+
 def per_state(rows: Sequence[Mapping[str, Any]], ranker: str) -> dict[str, dict[str, float]]:
     """``state_id -> figures`` of ``ranker`` (a name in each row's ``scores``; ``"random"``: chance), over each
     state's distinct candidates."""
     out = {}
     for row in rows:
         if ranker == "random":
-            figures = chance_metrics(distinct_values(row)[0])
+            figures = chance_metrics(distinct_values(row)[0], copies(row))
         elif ranker in row.get("scores", {}):
             figures = state_metrics(*distinct_values(row, ranker))
         else:
