@@ -339,6 +339,7 @@ class PolicyPairsArguments:
 
 
 WARM_START_FAMILIES = ("procedural", "procedural_multi")
+EXPERT_FORMS = ("one", "varied")  # sweet_trl.warm_start.expert_dialogues(forms=...)
 
 
 @dataclass
@@ -358,8 +359,14 @@ class WarmStartArguments:
             Templates of that pool to draw from (all when `None`); a train or test template is refused.
         warm_start_family (`str`, *optional*, defaults to `"procedural"`):
             Whose warm-start pool: `"procedural"` (one question names every detail) or `"procedural_multi"`
-            (`colbench_gym.tasks.procedural_multi`: two or three details, each told only when asked; the expert asks
-            one detail a turn, so it needs `max_turns` of at least the details plus one to ask them all).
+            (`colbench_gym.tasks.procedural_multi`: three details, each told only when a question names it; the
+            expert asks in general first, the outline names the details, then asks for them by those names).
+        expert_forms (`str`, *optional*, defaults to `"one"`):
+            How the multi-fact expert asks for the details: `"one"`, all of them in one question; `"varied"`, each
+            dialogue in an order and grouping of its own (all in one question, one a turn, or a split between), among
+            those that fit `max_turns`: every form gets every fact, so the warm start teaches the form of a
+            several-turn dialogue and leaves how many turns to spend to what the policy learns. The procedural pool
+            has one form.
         warm_start_seed (`int`, *optional*, defaults to `0`):
             Seed of the draw of tasks.
         demonstrations (`str` or `None`, *optional*, defaults to `None`):
@@ -376,6 +383,7 @@ class WarmStartArguments:
     warm_start_tasks: int = 400
     warm_start_templates: list[str] | None = None
     warm_start_family: str = "procedural"
+    expert_forms: str = "one"
     warm_start_seed: int = 0
     demonstrations: str | None = None
     adapter: str | None = None
@@ -391,6 +399,8 @@ class WarmStartArguments:
                              "train the warm start")
         if self.warm_start_family not in WARM_START_FAMILIES:
             raise ValueError(f"warm_start_family must be one of {WARM_START_FAMILIES}, got {self.warm_start_family!r}")
+        if self.expert_forms not in EXPERT_FORMS:
+            raise ValueError(f"expert_forms must be one of {EXPERT_FORMS}, got {self.expert_forms!r}")
         if self.adapter is not None and self.demonstrations is not None:
             raise ValueError("warm_start.adapter and warm_start.demonstrations exclude each other: the adapter is a "
                              "trained warm start, the demonstrations are what one trains on")

@@ -10,7 +10,9 @@ simulated human's reply, and answers with the reference. On the multi-fact famil
 tells only what a question names, it asks in general first ("What should the function do?": the outline comes back,
 the function in words with every detail named), then for every detail by the outline's names in one question ("What
 is the free minutes, the hourly rate and the daily maximum?"), then answers: the form of a several-turn dialogue, not
-a strategy for any held-out task. The dialogues are played in
+a strategy for any held-out task. With ``expert_forms: varied`` each dialogue asks for the details in an order and
+grouping of its own (all in one question, one a turn, or a split between, as the turns allow): every form gets every
+fact, and which one pays when turns run short is left to what the policy learns. The dialogues are played in
 the real environment with the run's simulated human and graded there, then the policy imitates the expert's turns
 (the loss of rejection fine-tuning: agent turns only, never the instructions or the human's replies).
 
@@ -29,14 +31,16 @@ From Python::
     from colbench_gym.tasks import procedural_multi
     records = expert_dialogues(procedural_multi.warm_start_tasks(400), max_turns=5)  # two questions, one answer
 
-The pipeline's ``warm_start`` stage plays the procedural pool; to warm start on the multi-fact pool, write these
-records (``sweet_trl.trajectories.write_trajectories``) and give the file as ``warm_start.demonstrations``.
+The pipeline's ``warm_start`` stage plays the pool of ``warm_start.warm_start_family`` (``procedural_multi`` for the
+multi-fact one, with ``expert_forms``); to imitate dialogues of your own, give their file as
+``warm_start.demonstrations``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import random
 import re
 import shutil
 import time
@@ -53,19 +57,39 @@ def expert_questions(row: Mapping[str, Any]) -> tuple[str, ...]:
     """The expert's questions for a warm-start task row, one per turn: the one question of a procedural warm-start
     template that names every hidden detail, or, for a multi-fact one (:mod:`colbench_gym.tasks.procedural_multi`,
     whose human tells only the facts a question names), the general question and then one naming every detail."""
+    return expert_plans(row)[0]
+
+
+def expert_plans(row: Mapping[str, Any]) -> tuple[tuple[str, ...], ...]:
+    """Every form the expert's questions may take for a warm-start task row (the first is
+    :func:`expert_questions`): one for a procedural template, every order and grouping of the details for a
+    multi-fact one (:meth:`colbench_gym.tasks.procedural_multi.FactTemplate.expert_plans`)."""
     from colbench_gym.tasks import procedural, procedural_multi
 
     template = row.get("template")
     for family in (procedural.PROCEDURAL, procedural_multi.MULTI_FACT):
         try:
-            questions = family.warm_start_template(str(template)).expert_questions()
+            found = family.warm_start_template(str(template))
         except KeyError:
             continue
-        if not questions:
+        plans = found.expert_plans() if hasattr(found, "expert_plans") else (found.expert_questions(),)
+        if not plans or not plans[0]:
             raise ValueError(f"warm-start template {template!r} has no expert question")
-        return questions
+        return plans
     raise ValueError(f"task {row.get('task_id')!r} is not from the warm-start pool (template {template!r}): "
                      "expert dialogues are scripted for the warm-start templates only")
+
+
+def choose_plan(plans: Sequence[tuple[str, ...]], max_turns: int, forms: str, rng: random.Random
+                ) -> tuple[str, ...]:
+    """The questions of one dialogue: the first plan (``forms="one"``), or one drawn among those whose questions
+    leave the last turn for the answer (``"varied"``; the first when none does, :func:`question_turns` fits it)."""
+    if forms == "one":
+        return plans[0]
+    if forms != "varied":
+        raise ValueError(f"forms must be 'one' or 'varied', got {forms!r}")
+    fitting = [plan for plan in plans if len(plan) <= max_turns - 1]
+    return rng.choice(fitting) if fitting else plans[0]
 
 
 def question_turns(questions: Sequence[str], max_turns: int) -> list[str]:
@@ -90,11 +114,13 @@ def expert_answer(code: str) -> str:
 
 
 def expert_dialogues(rows: Sequence[Mapping[str, Any]], *, env_id: str = "ColBench-Backend-v0", max_turns: int = 2,
-                     simulator: Any = None, seed: int = 0) -> list[dict[str, Any]]:
+                     simulator: Any = None, seed: int = 0, forms: str = "one") -> list[dict[str, Any]]:
     """Play one expert episode per task row in the environment and return the trajectory records.
 
     With two turns or more the expert asks its questions first (:func:`question_turns`: one a turn, as many as fit;
-    a multi-fact task's expert asks one hidden detail a turn); with one it answers at once. Each record is the
+    a multi-fact task's expert asks for the outline, then for the details by its names: all in one question, or with
+    ``forms="varied"`` in a form drawn per dialogue with ``seed``, :func:`choose_plan`); with one it answers at once.
+    Each record is the
     collector's (:func:`sweet_trl.rollouts.build_record`), graded by the environment: an episode that does not
     pass every test, or whose human could not reply, is kept and marked so (``success`` false,
     ``simulator_errors``), and the imitation leaves it out.
@@ -109,7 +135,9 @@ def expert_dialogues(rows: Sequence[Mapping[str, Any]], *, env_id: str = "ColBen
         raise ValueError(f"expert dialogues answer with a reference function: backend only, got {env_id!r}")
     if not rows:
         raise ValueError("no task to play expert dialogues on")
-    questions = [expert_questions(row) for row in rows]  # refuses a task outside the pool before any episode
+    rng = random.Random(seed)
+    # refuses a task outside the pool before any episode
+    questions = [choose_plan(expert_plans(row), max_turns, forms, rng) for row in rows]
     kwargs: dict[str, Any] = {"max_turns": max_turns}
     if simulator is not None:
         kwargs["simulator"] = simulator

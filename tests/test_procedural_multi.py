@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from typing import Any
 
 import gymnasium as gym
@@ -370,6 +371,47 @@ def test_warm_start_questions_the_outline_then_every_detail_and_fitted_to_the_tu
     assert question_turns(expert_questions(single), 2) == list(expert_questions(single))
     with pytest.raises(ValueError, match="not from the warm-start pool"):
         expert_questions(SPLITS["train"][0])
+
+
+def test_every_expert_plan_gets_every_fact_in_its_own_order_and_grouping():
+    from sweet_trl.warm_start import expert_plans, expert_questions
+
+    for template in WARM_START_TEMPLATES:
+        row = first_row(template)
+        plans = expert_plans(row)
+        names = [template.outline.names[d.pool] for d in template.details]
+        # every order of the details, each cut into consecutive groups in every way: n! * 2^(n-1) distinct plans
+        assert len(plans) == len(set(plans)) == math.factorial(len(names)) * 2 ** (len(names) - 1)
+        assert plans[0] == expert_questions(row)
+        assert {len(plan) for plan in plans} == set(range(2, len(names) + 2))
+        for plan in plans:
+            assert plan[0] == GENERAL_QUESTION
+            assert sorted(n for question in plan[1:] for n in names if n in question) == sorted(names)
+        for plan in (plans[0], plans[-1], max(plans, key=len)):
+            replies = ask(row, *plan)
+            assert replies[0] == row["outline"]
+            assert all(f["fact"] in " ".join(replies[1:]) for f in row["hidden_facts"])
+
+
+def test_varied_expert_dialogues_draw_forms_that_fit_the_turns_and_all_succeed():
+    from sweet_trl.warm_start import dialogue_summary, expert_dialogues
+
+    def questions(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+        return [tuple(m["content"] for m in r["dialogue_history"] if m["role"] == "assistant")[:-1] for r in records]
+
+    rows = SPLITS["warm_start"][:24]
+    asked = {}
+    for max_turns in (5, 3):
+        records = expert_dialogues(rows, max_turns=max_turns, forms="varied", seed=1)
+        assert dialogue_summary(records)["success_rate"] == 1.0
+        asked[max_turns] = questions(records)
+    assert {len(q) for q in asked[5]} == {2, 3, 4}  # the details in one question, or two, or three
+    assert {len(q) for q in asked[3]} == {2}  # only the forms that leave the last turn to the answer
+    assert len(set(asked[3])) > 1  # the order of the details still varies
+    assert questions(expert_dialogues(rows, max_turns=5, forms="varied", seed=1)) == asked[5]  # seeded
+    assert questions(expert_dialogues(rows, max_turns=5, forms="varied", seed=2)) != asked[5]
+    with pytest.raises(ValueError, match="forms must be"):
+        expert_dialogues(rows[:1], max_turns=5, forms="all")
 
 
 @pytest.mark.parametrize("max_turns", [5, 2])

@@ -249,8 +249,20 @@ def test_the_multi_fact_warm_start_asks_for_the_outline_then_the_details_and_eve
         task = dialogue["task"]
         assert asked[0] == procedural_multi.GENERAL_QUESTION and len(asked) == 2, dialogue["task_id"]
         assert replies == [task["outline"], " ".join(f["fact"] for f in task["hidden_facts"])]
+    varied = _write(tiny_config, "multi_varied", run_dir=str(tiny_config["root"] / "multi_varied"), max_turns=5,
+                    train_tasks="procedural_multi:train", eval_tasks="procedural_multi:test",
+                    **{"warm_start.warm_start_family": "procedural_multi", "warm_start.expert_forms": "varied"})
+    markers = pipeline.run_pipeline(varied, ["--pipeline.stages", "warm_start"], stream=io.StringIO())
+    assert markers["warm_start"]["counts"]["expert_successes"] == 6
+    dialogues = [json.loads(line) for line in
+                 (tiny_config["root"] / "multi_varied" / "warm_start" / "dialogues.jsonl").read_text().splitlines()]
+    forms = [tuple(m["content"] for m in d["dialogue_history"] if m["role"] == "assistant")[:-1] for d in dialogues]
+    assert all(f[0] == procedural_multi.GENERAL_QUESTION for f in forms) and len({len(f) for f in forms}) > 1
     with pytest.raises(ValueError, match="warm_start_family must be one of"):
         pipeline.run_pipeline(_write(tiny_config, "bad_family", **{"warm_start.warm_start_family": "nope"}),
+                              ["--pipeline.stages", "warm_start"], stream=io.StringIO())
+    with pytest.raises(ValueError, match="expert_forms must be one of"):
+        pipeline.run_pipeline(_write(tiny_config, "bad_forms", **{"warm_start.expert_forms": "all"}),
                               ["--pipeline.stages", "warm_start"], stream=io.StringIO())
 
 

@@ -48,11 +48,13 @@ value of each pool), the validation split's seen part values that each train tem
 (:data:`UNSEEN_TEMPLATES`, :data:`VALIDATION_UNSEEN_TEMPLATES`) that share no name, function or request with any
 other template of either family. The warm-start pool (:data:`WARM_START_TEMPLATES`, ``procedural_multi:warm_start``)
 is a fourth set of templates (:func:`sweet_trl.warm_start.expert_dialogues` asks the general question, then every
-detail by the outline's names in one question, then answers with the reference).
+detail by the outline's names in one question, then answers with the reference; with ``expert_forms="varied"`` each
+dialogue asks for the details in an order and grouping of its own, :meth:`FactTemplate.expert_plans`).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -198,8 +200,29 @@ class FactTemplate(Template):
     def expert_questions(self) -> tuple[str, ...]:
         """The warm-start expert's questions, one a turn: the general question (the outline comes back), then one
         question that names every detail by the outline's names."""
+        return self.expert_plans()[0]
+
+    def expert_plans(self) -> tuple[tuple[str, ...], ...]:
+        """Every way the warm-start expert may ask, each a tuple of questions (one a turn) that gets every fact:
+        the general question first (the outline names the details), then the details by the outline's names, in
+        any order, grouped in any way: all in one question, one a question, or any split between. The first is
+        :meth:`expert_questions`. They differ in turns spent, which only matters when turns run short: what to
+        ask under the turn limit is left to what the policy learns, not taught."""
         assert self.outline is not None
-        return GENERAL_QUESTION, self.outline.detail_question([d.pool for d in self.details])
+        outline = self.outline
+        plans: list[tuple[str, ...]] = []
+        for order in itertools.permutations([d.pool for d in self.details]):
+            for cuts in itertools.product((False, True), repeat=len(order) - 1):  # cut after detail i or not
+                groups, group = [], [order[0]]
+                for pool, cut in zip(order[1:], cuts):
+                    if cut:
+                        groups.append(group)
+                        group = []
+                    group.append(pool)
+                plan = (GENERAL_QUESTION, *(outline.detail_question(g) for g in [*groups, group]))
+                if plan not in plans:
+                    plans.append(plan)
+        return tuple(plans)
 
     def row(self, values: dict[str, Any], split: Split, part: str) -> dict[str, Any]:
         row = super().row(values, split, part)

@@ -42,7 +42,8 @@ NOT_FINGERPRINTED = {
 # Options added after runs were made, by the options class that holds them, at the value that computes what the
 # runs computed before them: left out of the fingerprint there, so that finished runs stay valid.
 NEUTRAL_WHEN_ADDED = {"PolicyPairsArguments": {"turns": None}, "CandidateArguments": {"state_turns": None},
-                     "MultiTurnDPOConfig": {"nll_coef": 0.0}, "WarmStartArguments": {"adapter": None, "warm_start_family": "procedural"},
+                     "MultiTurnDPOConfig": {"nll_coef": 0.0},
+                     "WarmStartArguments": {"adapter": None, "warm_start_family": "procedural", "expert_forms": "one"},
                      "BestOfNFinetuneConfig": {"top_fraction": 1.0}, "EvaluateArguments": {"policy_base": None},
                      "RankArguments": {"selector": "critic", "selector_seed": 0}}
 

@@ -215,7 +215,8 @@ def stage_warm_start(ctx: StageContext, model_config: Any, config: Any, args: An
             if is_main_process():
                 ctx.log(f"{len(rows)} expert dialogues on the warm-start templates ({ctx.run.max_turns} turns)")
                 records = expert_dialogues(rows, env_id=ctx.run.env_id, max_turns=ctx.run.max_turns,
-                                           simulator=make_simulator(ctx.run), seed=args.warm_start_seed)
+                                           simulator=make_simulator(ctx.run), seed=args.warm_start_seed,
+                                           forms=args.expert_forms)
                 write_trajectories(records, dialogues)
             _barrier()
             records = read_trajectories(dialogues)
