@@ -83,6 +83,29 @@ def test_stage_runs_once_then_skips_and_reruns_when_its_config_or_input_changes(
     assert calls[-1] == "first" and len(calls) == 5
 
 
+def test_a_stage_linked_from_another_run_is_read_back_and_never_cleared_with_other_settings(tmp_path):
+    calls: list[str] = []
+    ToyArgs, first, second = _toy_stages(calls)
+    made_here, linking = tmp_path / "made_here", tmp_path / "linking"
+    run_stage(first, (RunArguments(run_dir=str(made_here)), ToyArgs(2)), stream=io.StringIO())
+    linking.mkdir()
+    (linking / "first").symlink_to(made_here / "first", target_is_directory=True)
+    out = io.StringIO()
+    run_stage(first, (RunArguments(run_dir=str(linking)), ToyArgs(2)), stream=out)  # the same settings: read back
+    run_stage(second, (RunArguments(run_dir=str(linking)), ToyArgs(1)), stream=out)
+    assert calls == ["first", "second"] and "skipped" in out.getvalue()
+    before = (made_here / "first" / MARKER).read_text()
+    for run, args in ((RunArguments(run_dir=str(linking)), ToyArgs(7)),
+                      (RunArguments(run_dir=str(linking), force=True), ToyArgs(2))):
+        with pytest.raises(StageError, match="links to .*made_here/first.* it is not touched"):
+            run_stage(first, (run, args), stream=io.StringIO())
+    assert (made_here / "first" / MARKER).read_text() == before and calls == ["first", "second"]
+    # a run whose own folder is a link (runs/ on another disk) is not a shared stage
+    (tmp_path / "elsewhere").symlink_to(made_here, target_is_directory=True)
+    run_stage(first, (RunArguments(run_dir=str(tmp_path / "elsewhere")), ToyArgs(3)), stream=io.StringIO())
+    assert calls[-1] == "first" and json.loads((made_here / "first" / "data.json").read_text()) == 3
+
+
 def test_an_option_added_later_keeps_finished_runs_valid_at_its_neutral_value(tmp_path, monkeypatch):
     from dataclasses import dataclass
 

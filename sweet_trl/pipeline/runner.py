@@ -290,6 +290,17 @@ def complete_marker(stage: Stage, args: Sequence[Any]) -> dict[str, Any] | None:
     return marker
 
 
+def _refuse_to_run_a_linked_stage(run_dir: Path, folder: str, stage_dir: Path, label: str, why: str) -> None:
+    """A stage folder reached through a link inside the run (a study's shared stage, another run's stage linked in
+    by hand) belongs to the run it links to: it is read back when complete with the same settings, never run (and
+    cleared) from here."""
+    target = Path(os.path.realpath(stage_dir))
+    if target == Path(os.path.realpath(run_dir)) / folder or not stage_dir.exists():
+        return
+    raise StageError(f"stage {label} would run ({why}), but {stage_dir} links to {target}, another run's stage: it "
+                     "is not touched. Run it there, or with that stage's settings, or remove the link to run it here")
+
+
 def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str, Any]:
     """Run ``stage`` with its parsed dataclasses (``RunArguments`` first) unless it is complete; return its marker.
 
@@ -331,6 +342,9 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         if main:
             _push_if_asked(stage, args, stage_dir, marker, print_)
         return marker
+    _refuse_to_run_a_linked_stage(run_dir, folder, stage_dir, label,
+                                  "--force" if run.force else "it is not complete there" if marker is None
+                                  else "its settings or inputs differ from the ones it was made with")
     if main:
         if marker is not None:
             print_("running again: " + ("--force" if run.force else "its configuration or inputs changed"))
