@@ -18,6 +18,7 @@
     sweet-rl report            --config run.yaml                           # <run_dir>/report.html
     sweet-rl credit            --config study_cpu --run_dir runs/study_cpu # critics against Monte Carlo returns
     sweet-rl fair-study        --config fair_cpu                           # every arm at equal compute, test read once
+    sweet-rl fair-report       benchmarks/results/fair_study_seed0.json    # its JSON as Markdown tables
     sweet-rl configs [NAME]                                                # the shipped configs; print one
 
 Every stage takes the same YAML file (shared keys and a section per stage, see
@@ -146,6 +147,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _configs_command(rest)
     if command == "compare":
         return _compare_command(rest)
+    if command == "fair-report":
+        from sweet_trl.study.fair.report import main as fair_report
+
+        try:
+            return fair_report(rest)
+        except (ValueError, OSError) as err:  # not a fair study's JSON, a missing file
+            if _debug():
+                raise
+            return _fail("fair-report", f"error: {err}", 2)
     if command == "baseline":
         if not rest or rest[0].startswith("-"):
             print("sweet-rl baseline: name one of rft, mtdpo, zero-shot", file=sys.stderr)

@@ -111,6 +111,28 @@ def test_sweet_rl_is_compared_with_every_baseline_and_control_on_test_split_by_t
     assert saved["comparisons"].keys() == comparisons.keys()
 
 
+def test_fair_report_prints_every_arm_round_and_comparison_as_markdown(tiny_fair, capsys):
+    from sweet_trl.cli import main
+
+    path = tiny_fair["root"] / "results" / "fair_study.json"
+    assert main(["fair-report", str(path)]) == 0
+    text = capsys.readouterr().out
+    results = tiny_fair["results"]
+    validation_table = text.split("| validation success")[1].split("\n\n")[0]
+    rows = {line.split("|")[1].strip(): line for line in validation_table.splitlines() if line.startswith("| ")}
+    for arm, entries in results["protocol"]["validation_by_round"].items():
+        assert all(f"| {entry['success_rate'] * 100:.1f} [" in rows[arm] for entry in entries), rows[arm]
+    assert "| round 0 | round 1 | round 2 |" in text  # the start's round and every arm's two
+    for name, entry in results["comparisons"].items():
+        assert f"| {name} | {entry['success']['difference'] * 100:+.1f} [" in text
+    for arm, spent in results["arms"].items():
+        assert f"| {arm} | {spent['rounds']} | {spent['episodes']} | {spent['candidates_sampled']} |" in text
+    not_a_study = tiny_fair["root"] / "not_a_study.json"
+    not_a_study.write_text("{}")
+    assert main(["fair-report", str(not_a_study)]) == 2
+    assert "not a fair study's JSON" in capsys.readouterr().err
+
+
 def test_a_finished_fair_study_runs_nothing_again_and_reads_the_test_tasks_no_more(tiny_fair):
     again, results = tiny_fair["again"], tiny_fair["results"]
     assert "running" not in tiny_fair["second"].replace("running again", "")

@@ -122,3 +122,86 @@ def write_fair_results(study: Any, results: Mapping[str, Any]) -> Path:
         Path(study.args.results_path).write_text(text, encoding="utf-8")
     print(format_table(results), file=study.out, flush=True)
     return path
+
+
+# -- Markdown for RESULTS.md: `sweet-rl fair-report benchmarks/results/fair_study_seed0.json` --------------------------
+
+def _rate(entry: Mapping[str, Any] | None) -> str:
+    """``"13.8 [7.5, 20.6]"``: a success rate and its interval, in percent."""
+    if not entry or entry.get("success_rate") is None:
+        return "-"
+    low, high = entry["success_ci"]
+    return f"{entry['success_rate'] * 100:.1f} [{low * 100:.1f}, {high * 100:.1f}]"
+
+
+def _rate_with_parts(entry: Mapping[str, Any] | None) -> str:
+    if not entry:
+        return "-"
+    parts = entry.get("parts", {})
+    seen, unseen = (parts.get(p, {}).get("success_rate") for p in ("seen", "unseen"))
+    split = (f" ({seen * 100:.1f} / {unseen * 100:.1f})" if seen is not None and unseen is not None else "")
+    return _rate(entry) + split
+
+
+def _points(entry: Mapping[str, Any] | None) -> str:
+    if not entry:
+        return "-"
+    low, high = entry["ci"]
+    return f"{entry['difference'] * 100:+.1f} [{low * 100:+.1f}, {high * 100:+.1f}]"
+
+
+def markdown_tables(results: Mapping[str, Any]) -> str:
+    """A fair study's JSON as the Markdown tables RESULTS.md quotes: success on validation by arm and round (seen /
+    unseen templates in brackets), each arm's compute, its one test read, and the comparisons on test."""
+    settings = results.get("settings", {})
+    validation = results.get("protocol", {}).get("validation_by_round", {})
+    rounds = sorted({r["round"] for entries in validation.values() for r in entries})
+    start = {r["round"]: r for r in validation.get(START, [])}
+    lines = [f"Seed {settings.get('seed')}, `{Path(str(settings.get('config', '?'))).name}`, commit "
+             f"{str(settings.get('git_commit', '?'))[:7]}{' (dirty)' if settings.get('git_dirty') else ''}; "
+             f"validation `{settings.get('validation_tasks')}`; test reads: "
+             + (", ".join(f"{arm} {n}" for arm, n in results.get("protocol", {}).get("test_reads", {}).items())
+                or "none") + ".", "",
+             "| validation success, % (seen / unseen) | " + " | ".join(f"round {r}" for r in rounds) + " |",
+             "| --- |" + " --- |" * len(rounds)]
+    for arm, entries in validation.items():
+        by_round = {**({0: start[0]} if 0 in start else {}), **{r["round"]: r for r in entries}}
+        lines.append(f"| {arm} | " + " | ".join(_rate_with_parts(by_round.get(r)) for r in rounds) + " |")
+    lines += ["", "| arm | rounds | episodes | candidates sampled | gradient steps | stage minutes |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for arm, spent in results.get("arms", {}).items():
+        minutes = sum(spent.get("stage_seconds", {}).values()) / 60
+        lines.append(f"| {arm} | {spent['rounds']} | {spent['episodes']} | {spent['candidates_sampled']} | "
+                     f"{spent['gradient_steps']} | {minutes:.0f} |")
+    if results.get("test"):
+        lines += ["", "| test success, % | all | seen | unseen |", "| --- | --- | --- | --- |"]
+        for arm, entry in results["test"].items():
+            parts = entry.get("parts", {})
+            lines.append(f"| {arm} | {_rate(entry)} | {_rate(parts.get('seen'))} | {_rate(parts.get('unseen'))} |")
+    if results.get("comparisons"):
+        lines += ["", "| on test, points of success | all | seen | unseen |", "| --- | --- | --- | --- |"]
+        for name, entry in results["comparisons"].items():
+            lines.append(f"| {name} | {_points(entry['success'])} | {_points(entry['seen'])} | "
+                         f"{_points(entry['unseen'])} |")
+    if results.get("failed"):
+        lines += ["", f"Failed arms: {results['failed']}"]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``sweet-rl fair-report FAIR_STUDY_JSON...``: each file's tables, one after another."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="sweet-rl fair-report",
+                                     description="A fair study's JSON as Markdown tables (validation by round, "
+                                                 "compute, test, comparisons).")
+    parser.add_argument("results", nargs="+", help="fair_study.json files (one per seed)")
+    args = parser.parse_args(argv)
+    texts = []
+    for path in args.results:
+        results = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(results, dict) or "protocol" not in results or "arms" not in results:
+            raise ValueError(f"{path} is not a fair study's JSON (no protocol or arms)")
+        texts.append(f"### {path}\n\n{markdown_tables(results)}")
+    print("\n\n".join(texts))
+    return 0
