@@ -547,7 +547,12 @@ def make_parser(dataclass_types: Sequence[type], prog: str | None = None):
             if return_remaining_strings:
                 return (*outputs, remaining)
             if remaining:
-                raise ValueError(f"unknown arguments: {remaining}")
+                sectioned = [token for token in remaining if token.startswith("--") and "." in token.split("=")[0]]
+                hint = (f"; a command of one stage takes its own options, and reads every other section's from the "
+                        f"configuration file: set {sectioned[0][2:].split('=')[0]!r} in a copy of it (`sweet-rl "
+                        f"configs NAME > my.yaml`); `sweet-rl pipeline`, `study` and `fair-study` take --<section>.<key>"
+                        if sectioned else "")
+                raise ValueError(f"unknown arguments: {remaining}{hint}")
             return tuple(outputs)
 
     parser = StageParser(dataclass_types=list(dataclass_types), prog=prog, allow_abbrev=False,

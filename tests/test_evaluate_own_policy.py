@@ -177,6 +177,12 @@ def test_evaluate_and_the_stages_without_a_trainer_take_the_precision_options(ow
     # A misspelt option is still refused.
     assert cli.main(["evaluate", "--run_dir", str(run_dir), "--policy", own["model"], "--bf17", "true"]) == 2
     assert "unknown arguments: ['--bf17', 'true']" in capsys.readouterr().err
+    # Another section's option is refused by a command of one stage, with where to set it instead.
+    assert cli.main(["evaluate", "--run_dir", str(run_dir), "--policy", own["model"],
+                     "--warm_start.expert_forms", "varied"]) == 2
+    error = capsys.readouterr().err
+    assert "unknown arguments: ['--warm_start.expert_forms', 'varied']" in error
+    assert "set 'warm_start.expert_forms' in a copy of it" in error
 
 
 def test_compare_pairs_the_model_and_the_adapter_by_task(own, tmp_path, capsys):
