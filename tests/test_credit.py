@@ -117,6 +117,13 @@ def test_held_out_states_take_one_turn_of_each_kind_per_episode(held_out_records
         assert state["privileged"] and state["episode_seed"] == 5
         assert len(state["replies"]) == state["turn"]  # the human's replies before the state
     assert len(held_out_states(held_out_records, "ColBench-Backend-v0", 2, per_kind=2)) == 4
+    # question states at chosen turns only (these episodes ask at turn 0): the answers are drawn as before
+    later = held_out_states(held_out_records, "ColBench-Backend-v0", 2, per_kind=10, question_turns=(1, 2))
+    assert [s["kind"] for s in later] == ["answer"] * 3
+    assert held_out_states(held_out_records, "ColBench-Backend-v0", 2, per_kind=10, question_turns=(0,)) == states
+    # unset, the option stays out of the cache key, so ground truths made before it was added are read back
+    assert "question_turns" not in MonteCarloSettings().to_dict()
+    assert MonteCarloSettings(question_turns=(1, 2)).to_dict()["question_turns"] == [1, 2]
 
 
 def test_candidate_values_are_exact_for_answers_and_continued_for_questions(held_out_records, tmp_path):

@@ -57,6 +57,9 @@ class CreditArguments:
         continuations (`int`, *optional*, defaults to `4`):
             Episodes the policy plays from every candidate that does not end the episode (M); a candidate that
             answers is graded, its value exact.
+        question_turns (`list[int]` or `None`, *optional*, defaults to `None`):
+            Draw question states at these agent turns only (0 the first): `1 2 3` in a family whose every episode
+            opens with the same question. Every turn when unset.
         value_function (`bool`, *optional*, defaults to `True`):
             Fit and score the value-function baseline (a scalar head on returns, without c).
         value_function_learning_rate (`float`, *optional*, defaults to `2e-4`):
@@ -87,6 +90,7 @@ class CreditArguments:
     states_per_kind: int = 48
     num_candidates: int = 8
     continuations: int = 4
+    question_turns: list[int] | None = None
     value_function: bool = True
     value_function_learning_rate: float = 2e-4
     value_function_epochs: float = 2.0
@@ -189,7 +193,8 @@ class Credit:
         settings = MonteCarloSettings(states_per_kind=self.args.states_per_kind,
                                       num_candidates=self.args.num_candidates, continuations=self.args.continuations,
                                       temperature=gen.temperature, seed=self.args.seed, policy=policy,
-                                      source=source)
+                                      source=source, question_turns=(tuple(self.args.question_turns)
+                                                                     if self.args.question_turns else None))
         # the episodes carry their tasks: held-out episodes of any task source replay against their own rows
         rows = {str(record["task"]["task_id"]): record["task"] for record in trajectories if record.get("task")}
         tasks = resolve_tasks(list(rows.values()), run.kind)
@@ -393,6 +398,7 @@ def credit_report(rows: Sequence[Mapping[str, Any]], scores: Mapping[str, Sequen
                                      "paired_with_run_critic": paired_with(name, shipped)}
         variants.append({"label": label, **data, "rankings": rankings})
     return {"settings": {"N": args.num_candidates, "M": args.continuations, "states_per_kind": args.states_per_kind,
+                         **({"question_turns": args.question_turns} if args.question_turns else {}),
                          "held_out": args.held_out or "the run's zero-shot evaluation (evaluate/zero_shot)",
                          "seed": seed, "bootstrap_samples": samples},
             "ground_truth": ground_truth_summary(rows),

@@ -47,6 +47,9 @@ class MonteCarloSettings:
         seed: the states' selection and every sample.
         policy: the policy that samples and continues (its path or name), recorded to tell runs apart.
         source: the held-out trajectories the states come from.
+        question_turns: the agent turns (0 the first) question states are drawn at; every turn when None. A family
+            whose every episode opens with the same question (the multi-fact warm start asks in general first)
+            spends no state on that turn this way.
     """
 
     states_per_kind: int = 48
@@ -56,16 +59,24 @@ class MonteCarloSettings:
     seed: int = 0
     policy: str = ""
     source: str = ""
+    question_turns: tuple[int, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The cache key; an option added later is left out at its neutral value, so finished ground truths stay."""
+        key = asdict(self)
+        if key["question_turns"] is None:
+            del key["question_turns"]
+        else:
+            key["question_turns"] = list(key["question_turns"])
+        return key
 
 
 def held_out_states(records: Sequence[Mapping[str, Any]], env_id: str, max_turns: int, per_kind: int,
-                    seed: int = 0) -> list[dict[str, Any]]:
+                    seed: int = 0, question_turns: Sequence[int] | None = None) -> list[dict[str, Any]]:
     """Turn states of ``records`` (with ``c``, the recorded episode seed and the human replies so far), at most
-    ``per_kind`` whose recorded message was a question and ``per_kind`` whose recorded message was an answer,
-    drawn with ``seed`` and at most one of each kind per episode (turns of one episode are not independent)."""
+    ``per_kind`` whose recorded message was a question (at ``question_turns`` only, when given) and ``per_kind``
+    whose recorded message was an answer, drawn with ``seed`` and at most one of each kind per episode (turns of one
+    episode are not independent)."""
     from colbench_gym.envs.dialogue import ANSWER_MARKER
     from sweet_trl.turn_pairs import TurnPairsConfig, turn_states_from_records
 
@@ -78,8 +89,11 @@ def held_out_states(records: Sequence[Mapping[str, Any]], env_id: str, max_turns
     for kind in KINDS:
         by_episode: dict[str, list[dict[str, Any]]] = {}
         for state in states:
-            if (ANSWER_MARKER in state["original"]) == (kind == "answer"):
-                by_episode.setdefault(state["episode_id"], []).append(state)
+            if (ANSWER_MARKER in state["original"]) != (kind == "answer"):
+                continue
+            if kind == "question" and question_turns is not None and state["turn"] not in question_turns:
+                continue
+            by_episode.setdefault(state["episode_id"], []).append(state)
         picked = [rng.choice(group) for _, group in sorted(by_episode.items())]
         if len(picked) > per_kind:
             picked = rng.sample(picked, per_kind)
@@ -202,7 +216,8 @@ def monte_carlo_values(out_dir: Any, trajectories: Sequence[Mapping[str, Any]], 
     _start_folder(out_dir, key)
     policy = backend() if callable(backend) and not hasattr(backend, "generate") else backend
 
-    states = held_out_states(trajectories, env_id, max_turns, settings.states_per_kind, settings.seed)
+    states = held_out_states(trajectories, env_id, max_turns, settings.states_per_kind, settings.seed,
+                             settings.question_turns)
     if not states:
         raise ValueError("no held-out turn state: the trajectories hold no usable episode with privileged info")
     config = TurnPairsConfig(env_id=env_id, max_turns=max_turns, num_candidates=settings.num_candidates,
