@@ -339,7 +339,6 @@ class PolicyPairsArguments:
 
 
 WARM_START_FAMILIES = ("procedural", "procedural_multi")
-EXPERT_FORMS = ("one", "varied")  # sweet_trl.warm_start.expert_dialogues(forms=...)
 
 
 @dataclass
@@ -399,6 +398,8 @@ class WarmStartArguments:
                              "train the warm start")
         if self.warm_start_family not in WARM_START_FAMILIES:
             raise ValueError(f"warm_start_family must be one of {WARM_START_FAMILIES}, got {self.warm_start_family!r}")
+        from sweet_trl.warm_start import EXPERT_FORMS
+
         if self.expert_forms not in EXPERT_FORMS:
             raise ValueError(f"expert_forms must be one of {EXPERT_FORMS}, got {self.expert_forms!r}")
         if self.adapter is not None and self.demonstrations is not None:

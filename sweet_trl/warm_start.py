@@ -51,6 +51,7 @@ from typing import Any
 from colbench_gym.envs.dialogue import ANSWER_MARKER
 
 EXPERT_POLICY = "expert"
+EXPERT_FORMS = ("one", "varied")  # how the multi-fact expert groups its questions (choose_plan)
 
 
 def expert_questions(row: Mapping[str, Any]) -> tuple[str, ...]:
@@ -69,11 +70,10 @@ def expert_plans(row: Mapping[str, Any]) -> tuple[tuple[str, ...], ...]:
     template = row.get("template")
     for family in (procedural.PROCEDURAL, procedural_multi.MULTI_FACT):
         try:
-            found = family.warm_start_template(str(template))
+            plans = family.warm_start_template(str(template)).expert_plans()
         except KeyError:
             continue
-        plans = found.expert_plans() if hasattr(found, "expert_plans") else (found.expert_questions(),)
-        if not plans or not plans[0]:
+        if not plans:
             raise ValueError(f"warm-start template {template!r} has no expert question")
         return plans
     raise ValueError(f"task {row.get('task_id')!r} is not from the warm-start pool (template {template!r}): "
@@ -84,10 +84,10 @@ def choose_plan(plans: Sequence[tuple[str, ...]], max_turns: int, forms: str, rn
                 ) -> tuple[str, ...]:
     """The questions of one dialogue: the first plan (``forms="one"``), or one drawn among those whose questions
     leave the last turn for the answer (``"varied"``; the first when none does, :func:`question_turns` fits it)."""
+    if forms not in EXPERT_FORMS:
+        raise ValueError(f"forms must be one of {EXPERT_FORMS}, got {forms!r}")
     if forms == "one":
         return plans[0]
-    if forms != "varied":
-        raise ValueError(f"forms must be 'one' or 'varied', got {forms!r}")
     fitting = [plan for plan in plans if len(plan) <= max_turns - 1]
     return rng.choice(fitting) if fitting else plans[0]
 

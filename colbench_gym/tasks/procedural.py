@@ -114,6 +114,11 @@ class Template:
         detail (empty for a template outside the warm-start pool)."""
         return (self.question,) if self.question else ()
 
+    def expert_plans(self) -> tuple[tuple[str, ...], ...]:
+        """Every form the expert's questions may take: here one, :meth:`expert_questions` (none outside the pool)."""
+        questions = self.expert_questions()
+        return (questions,) if questions else ()
+
     def row(self, values: dict[str, Any], split: Split, part: str) -> dict[str, Any]:
         code = self.code.format(**values).strip() + "\n"
         signature = code.splitlines()[0].rstrip(":")

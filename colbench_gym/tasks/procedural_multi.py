@@ -219,9 +219,7 @@ class FactTemplate(Template):
                         groups.append(group)
                         group = []
                     group.append(pool)
-                plan = (GENERAL_QUESTION, *(outline.detail_question(g) for g in [*groups, group]))
-                if plan not in plans:
-                    plans.append(plan)
+                plans.append((GENERAL_QUESTION, *(outline.detail_question(g) for g in [*groups, group])))
         return tuple(plans)
 
     def row(self, values: dict[str, Any], split: Split, part: str) -> dict[str, Any]:

@@ -83,6 +83,14 @@ def chance_metrics(values: Sequence[float], copies: Sequence[int] | None = None)
             "pick_value": sum(v * n for v, n in finite) / total}
 
 
+def _copies_of(candidates: Sequence[str]) -> dict[str, list[int]]:
+    """Each distinct candidate's positions, in order of first appearance."""
+    groups: dict[str, list[int]] = {}
+    for index, candidate in enumerate(candidates):
+        groups.setdefault(candidate, []).append(index)
+    return groups
+
+
 def merge_identical(candidates: Sequence[str], values: Sequence[float], weights: Sequence[float] | None = None,
                     scores: Sequence[float] | None = None) -> tuple[list[float], list[float] | None]:
     """One value (and score) per distinct candidate, in order of first appearance: the values of a message's copies
@@ -93,9 +101,7 @@ def merge_identical(candidates: Sequence[str], values: Sequence[float], weights:
         ([0.75, 0.0], [2.0, 1.0])
     """
     weights = [1.0] * len(values) if weights is None else weights
-    groups: dict[str, list[int]] = {}
-    for index, candidate in enumerate(candidates):
-        groups.setdefault(candidate, []).append(index)
+    groups = _copies_of(candidates)
 
     def mean(numbers: Sequence[tuple[float, float]]) -> float:
         finite = [(x, w) for x, w in numbers if math.isfinite(x) and w > 0]
@@ -121,10 +127,7 @@ def copies(row: Mapping[str, Any]) -> list[int]:
     """How many times each distinct candidate of a row was sampled (the order of :func:`distinct_values`)."""
     if "candidates" not in row:
         return [1] * len(row["values"])
-    counts: dict[str, int] = {}
-    for candidate in row["candidates"]:
-        counts[candidate] = counts.get(candidate, 0) + 1
-    return list(counts.values())
+    return [len(group) for group in _copies_of(row["candidates"]).values()]
 
 
 def per_state(rows: Sequence[Mapping[str, Any]], ranker: str) -> dict[str, dict[str, float]]:
