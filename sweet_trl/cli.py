@@ -17,8 +17,10 @@
     sweet-rl baseline rft|mtdpo|zero-shot --config run.yaml                # the paper's baselines
     sweet-rl report            --config run.yaml                           # <run_dir>/report.html
     sweet-rl credit            --config study_cpu --run_dir runs/study_cpu # critics against Monte Carlo returns
+    sweet-rl credit-report     benchmarks/results/critic_credit.json       # its JSON as Markdown tables
     sweet-rl fair-study        --config fair_cpu                           # every arm at equal compute, test read once
     sweet-rl fair-report       benchmarks/results/fair_study_seed0.json    # its JSON as Markdown tables
+    sweet-rl status            runs/fair_cpu                               # every stage: done, running, interrupted
     sweet-rl configs [NAME]                                                # the shipped configs; print one
 
 Every stage takes the same YAML file (shared keys and a section per stage, see
@@ -59,6 +61,10 @@ from sweet_trl.generation.embedded import EmbeddedModelMissing
 from sweet_trl.pipeline_config import ConfigError
 
 USAGE = __doc__.split("\n\n")[1]
+# Commands that only read what runs wrote (a results JSON as the tables RESULTS.md quotes, a run's stages): the
+# module whose ``main`` prints it.
+READERS = {"fair-report": "sweet_trl.study.fair.report", "credit-report": "sweet_trl.study.credit.report",
+           "status": "sweet_trl.pipeline.status"}
 
 
 def _configs_command(rest: list[str]) -> int:
@@ -147,15 +153,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _configs_command(rest)
     if command == "compare":
         return _compare_command(rest)
-    if command == "fair-report":
-        from sweet_trl.study.fair.report import main as fair_report
+    if command in READERS:
+        import importlib
 
+        reader = importlib.import_module(READERS[command])
         try:
-            return fair_report(rest)
-        except (ValueError, OSError) as err:  # not a fair study's JSON, a missing file
+            return reader.main(rest)
+        except (ValueError, OSError) as err:  # not a file of that kind, a missing file
             if _debug():
                 raise
-            return _fail("fair-report", f"error: {err}", 2)
+            return _fail(command, f"error: {err}", 2)
     if command == "baseline":
         if not rest or rest[0].startswith("-"):
             print("sweet-rl baseline: name one of rft, mtdpo, zero-shot", file=sys.stderr)

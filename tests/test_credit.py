@@ -229,3 +229,38 @@ def test_summaries_and_paired_differences_resample_tasks():
     assert difference["spearman"]["mean"] == pytest.approx(2.0) and difference["top1"]["low"] == 1.0
     assert metrics.summarise(rows, "absent", samples=200) == {"states": 0, "spearman": None, "top1": None,
                                                              "pick_value": None}
+
+
+def test_credit_report_prints_every_ranker_difference_and_scaling_row_as_markdown(tmp_path, capsys):
+    import json
+
+    from sweet_trl.cli import main
+    from sweet_trl.study.credit.command import CreditArguments, credit_report
+
+    def row(i, kind, values):
+        return {"state_id": f"{kind}{i}", "task_id": f"t{i // 2}", "kind": kind, "candidates": ["a", "b", "c"],
+                "values": values, "samples": [4, 4, 4], "value_se": [0.1] * 3, "exact": [kind == "answer"] * 3}
+
+    rows = [row(i, kind, [0.0, 1.0, 0.5]) for i in range(6) for kind in ("question", "answer")]
+    good, bad = [[0.0, 2.0, 1.0]] * len(rows), [[2.0, 0.0, 1.0]] * len(rows)
+    scores = {"trained_with_c": good, "untrained_with_c": bad, "scaling:3x": good}
+    result = credit_report(rows, scores, CreditArguments(bootstrap_samples=100),
+                           scaling_runs={"1x": {"trajectories": 320, "critic_pairs": 236},
+                                         "3x": {"trajectories": 960, "critic_pairs": 700}})
+    path = tmp_path / "critic_credit.json"
+    path.write_text(json.dumps(result))
+    assert main(["credit-report", str(path)]) == 0
+    text = capsys.readouterr().out
+    rankers = {line.split("|")[1].strip(): line for line in text.split("| ranker ")[1].split("\n\n")[0].splitlines()}
+    assert rankers["trained_with_c"].count(" 100.0 [100.0, 100.0] ") == 4  # top-1 and pick value, both kinds
+    assert rankers["untrained_with_c"].count(" 0.0 [0.0, 0.0] ") == 4
+    assert "| trained_with_c - untrained_with_c | +100.0 [+100.0, +100.0] | +100.0 [+100.0, +100.0] | " \
+           "+2.00 [+2.00, +2.00] |" in text
+    assert "| 3x | 960 | 700 | 6 / 6 | 100.0 [100.0, 100.0] |" in text
+    assert "| question turns | 6 | 3 | 0 | 3.0 | 6 | 72 | 0.100 |" in text
+    only_questions = main(["credit-report", str(path), "--kind", "question"])
+    assert only_questions == 0 and "answer top-1" not in capsys.readouterr().out
+    not_credit = tmp_path / "other.json"
+    not_credit.write_text("{}")
+    assert main(["credit-report", str(not_credit)]) == 2
+    assert "not a credit file" in capsys.readouterr().err

@@ -285,6 +285,59 @@ def test_interrupted_stage_leaves_no_marker_and_resumes_with_its_files(tmp_path)
     assert (tmp_path / "work" / MARKER).exists() and not (tmp_path / "work" / "_RUNNING.json").exists()
 
 
+def test_status_tells_done_running_interrupted_and_linked_stages_apart(tmp_path, capsys):
+    import os
+    import subprocess
+    import sys
+    from dataclasses import dataclass
+
+    from sweet_trl.cli import main
+    from sweet_trl.pipeline.status import run_status
+
+    @dataclass
+    class Args:
+        fail: bool = False
+
+    during: list[dict] = []
+
+    def run(ctx, args):
+        during.append(json.loads((ctx.dir / "_RUNNING.json").read_text()))
+        if args.fail:
+            raise KeyboardInterrupt
+        return StageResult(counts={"episodes": 7})
+
+    run_dir = tmp_path / "run"
+    run_stage(Stage("collect", "collect", lambda: (Args,), run), (RunArguments(run_dir=str(run_dir)), Args()),
+              stream=io.StringIO())
+    with pytest.raises(KeyboardInterrupt):
+        run_stage(Stage("rank", "rank", lambda: (Args,), run), (RunArguments(run_dir=str(run_dir)), Args(True)),
+                  stream=io.StringIO())
+    assert during[0]["pid"] == during[1]["pid"] == os.getpid() and during[0]["host"]  # it names its process
+    # the interrupted stage's process is gone: another process's, which has ended, stands in for it
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          check=True, capture_output=True, text=True)
+    marker = json.loads((run_dir / "rank" / "_RUNNING.json").read_text())
+    (run_dir / "rank" / "_RUNNING.json").write_text(json.dumps({**marker, "pid": int(gone.stdout)}))
+    (run_dir / "evaluate" / "zero_shot").mkdir(parents=True)  # a stage running now, in this very process
+    (run_dir / "evaluate" / "zero_shot" / "_RUNNING.json").write_text(json.dumps(marker))
+    (run_dir / "collect" / "model").mkdir()  # a stage's own folders are not listed
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "collect").symlink_to(run_dir / "collect")
+    (other / "notes").mkdir()  # a folder of no stage is not listed
+
+    states = {s.path: s.state for s in run_status(run_dir)}
+    assert states == {"collect": "done", "rank": "interrupted", "evaluate/zero_shot": "running"}
+    linked = run_status(other)
+    assert [(s.path, s.state, s.linked_to) for s in linked] == [("collect", "done", str(run_dir / "collect"))]
+    assert main(["status", str(run_dir), "--running"]) == 0
+    text = capsys.readouterr().out
+    assert "interrupted" in text and "running" in text and "episodes=7" not in text
+    assert main(["status", str(other)]) == 0
+    assert "done, linked" in capsys.readouterr().out
+    assert main(["status", str(tmp_path / "absent")]) == 2
+
+
 def test_stage_claiming_an_output_it_did_not_write_fails(tmp_path):
     from dataclasses import dataclass
 

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -359,7 +360,9 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         stage_dir.mkdir(parents=True, exist_ok=True)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if main:
-        write_json_atomic(stage_dir / RUNNING, {"fingerprint": digest, "started_at": started_at})
+        # the process and machine, so that `sweet-rl status` tells a running stage from an interrupted one
+        write_json_atomic(stage_dir / RUNNING, {"fingerprint": digest, "started_at": started_at,
+                                                "pid": os.getpid(), "host": socket.gethostname()})
     _barrier()
 
     context = StageContext(stage=label, dir=stage_dir, run=RunView(run, ("env_id", *stage.run_fields)),
