@@ -140,6 +140,7 @@ def test_candidate_values_are_exact_for_answers_and_continued_for_questions(held
         # the magic question leads the same policy to the right answer every time; the plain one never does
         assert row["values"] == [1.0, 0.0, 1.0, 0.0] and row["exact"] == [False, False, True, True]
         assert row["samples"] == [3, 3, 1, 1] and row["value_se"][:2] == [0.0, 0.0]
+        assert row["returns"] == [[1.0] * 3, [0.0] * 3, [1.0], [0.0]]  # each continuation's return, kept
     for row in answers:  # at the last turn every candidate ends the episode: its value is the grader's
         assert all(row["exact"]) and row["samples"] == [1, 1, 1, 1]
     # a continuation saw the candidate it continues: the history ends on the human's reply to it
@@ -150,6 +151,15 @@ def test_candidate_values_are_exact_for_answers_and_continued_for_questions(held
     again = monte_carlo_values(tmp_path / "truth", held_out_records, policy, make_env, settings,
                                env_id="ColBench-Backend-v0", max_turns=2, sampling=None, progress=False)
     assert again == rows and len(policy.histories) == calls  # read back: nothing sampled or played again
+
+    # a ground truth written before returns were kept gets them from its own continuations, without playing any
+    from sweet_trl.study.critic_eval import write_with_settings
+
+    write_with_settings(tmp_path / "truth" / "values.jsonl", settings.to_dict(),
+                        [{k: v for k, v in row.items() if k != "returns"} for row in rows])
+    rebuilt = monte_carlo_values(tmp_path / "truth", held_out_records, policy, make_env, settings,
+                                 env_id="ColBench-Backend-v0", max_turns=2, sampling=None, progress=False)
+    assert rebuilt == rows and len(policy.histories) == calls
 
 
 def test_failures_leave_a_candidate_without_value_not_a_crash():
@@ -264,3 +274,20 @@ def test_credit_report_prints_every_ranker_difference_and_scaling_row_as_markdow
     not_credit.write_text("{}")
     assert main(["credit-report", str(not_credit)]) == 2
     assert "not a credit file" in capsys.readouterr().err
+
+
+def test_the_noise_ceiling_values_each_candidate_from_disjoint_halves_of_its_continuations():
+    # "ask A" twice (its returns pooled), "ask B" once, and an answer graded exactly
+    row = {"state_id": "s", "task_id": "t", "kind": "question", "candidates": ["ask A", "ask B", "ask A", "answer"],
+           "values": [0.5, 0.25, 0.5, 0.0], "exact": [False, False, False, True],
+           "returns": [[1.0, 0.0], [0.0, 0.5, 0.0, 0.5], [1.0, 0.0], [0.0]]}
+    values, scores, counts = metrics.split_half(row)
+    # "ask A" plays 1, 0, 1, 0: the even half 1.0, the odd half 0.0; "ask B" 0.0 and 0.5; the answer 0 in both
+    assert scores == [1.0, 0.0, 0.0] and values == [0.0, 0.5, 0.0] and counts == [2, 1, 1]
+    ceiling = metrics.noise_ceiling([row], samples=100)
+    # knowing the even half picks "ask A", whose odd half is worth nothing: the best is a matter of luck here
+    assert ceiling["states"] == 1 and ceiling["split_half"]["top1"]["mean"] == 0.0
+    assert ceiling["random"]["top1"]["mean"] == pytest.approx(0.25)  # "ask B" is one sample of four
+    assert metrics.split_half({**row, "returns": [[1.0], [0.0, 0.5], [0.0], [0.0]]}) is not None  # copies pooled: 2
+    assert metrics.split_half({**row, "returns": [[1.0], [0.5], [], [0.0]]}) is None  # "ask B": one continuation
+    assert metrics.split_half({k: v for k, v in row.items() if k != "returns"}) is None

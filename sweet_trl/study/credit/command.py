@@ -402,6 +402,8 @@ def credit_report(rows: Sequence[Mapping[str, Any]], scores: Mapping[str, Sequen
                          "held_out": args.held_out or "the run's zero-shot evaluation (evaluate/zero_shot)",
                          "seed": seed, "bootstrap_samples": samples},
             "ground_truth": ground_truth_summary(rows),
+            "noise_ceiling": {f"{kind}_turns": metrics.noise_ceiling(by_kind[kind], seed=seed, samples=samples)
+                              for kind in KINDS if kind == "question"},  # answers are graded exactly
             "rankers": rankers, "paired": paired, "scaling": scaling, "variants": variants}
 
 
@@ -446,4 +448,9 @@ def format_report(result: Mapping[str, Any]) -> str:
     for name, figures in result["paired"].items():
         q, a = figures["question_turns"], figures["answer_turns"]
         lines.append(f"{name:<44} {cell(q['top1']):>24} {cell(a['top1']):>24} {cell(q['spearman'], 1.0):>24}")
+    ceiling = result.get("noise_ceiling", {}).get("question_turns") or {}
+    for name, label in (("split_half", "values, half against half"), ("random", "random, against half")):
+        if ceiling.get(name):
+            figure = ceiling[name]
+            lines.append(f"{label:<44} {cell(figure['top1']):>24} {'':>24} {cell(figure['spearman'], 1.0):>24}")
     return "\n".join(lines)

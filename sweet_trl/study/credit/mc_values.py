@@ -166,9 +166,10 @@ def continuation_plan(rows: Sequence[Mapping[str, Any]], steps: Sequence[Sequenc
 def candidate_values(rows: Sequence[Mapping[str, Any]], steps: Sequence[Sequence[Mapping[str, Any]]],
                      owners: Sequence[tuple[int, int]], records: Mapping[int, Mapping[str, Any]]
                      ) -> list[dict[str, Any]]:
-    """Each row with ``values``, ``value_se``, ``successes``, ``exact`` and ``samples`` per candidate: the reward of
-    a candidate that ended the episode (exact, standard error 0), else the mean return of its continuations (those
-    that failed for the infrastructure or whose replay did not reach the recorded state left out); nan when none."""
+    """Each row with ``values``, ``value_se``, ``successes``, ``exact``, ``samples`` and ``returns`` per candidate:
+    the reward of a candidate that ended the episode (exact, standard error 0), else the mean return of its
+    continuations (those that failed for the infrastructure or whose replay did not reach the recorded state left
+    out; ``returns`` lists them in the order played); nan when none."""
     from sweet_trl.trajectories import has_infra_error
 
     returns: dict[tuple[int, int], list[tuple[float, bool]]] = {}
@@ -179,13 +180,14 @@ def candidate_values(rows: Sequence[Mapping[str, Any]], steps: Sequence[Sequence
         returns.setdefault(owner, []).append((float(record["reward"]), bool(record.get("success"))))
     out = []
     for i, row in enumerate(rows):
-        values, errors, successes, exact, samples = [], [], [], [], []
+        values, errors, successes, exact, samples, played_returns = [], [], [], [], [], []
         for j, step in enumerate(steps[i]):
             if step["ended"] and step["reward"] is not None and not step["error"]:
                 values.append(step["reward"]), errors.append(0.0), successes.append(float(step["success"]))
-                exact.append(True), samples.append(1)
+                exact.append(True), samples.append(1), played_returns.append([step["reward"]])
                 continue
             played = returns.get((i, j), [])
+            played_returns.append([r for r, _ in played])
             n = len(played)
             mean = sum(r for r, _ in played) / n if n else math.nan
             spread = math.sqrt(sum((r - mean) ** 2 for r, _ in played) / (n - 1) / n) if n > 1 else math.nan
@@ -193,7 +195,7 @@ def candidate_values(rows: Sequence[Mapping[str, Any]], steps: Sequence[Sequence
                                                                          math.nan)
             exact.append(False), samples.append(n)
         out.append({**row, "values": values, "value_se": errors, "successes": successes, "exact": exact,
-                    "samples": samples})
+                    "samples": samples, "returns": played_returns})
     return out
 
 
@@ -212,7 +214,7 @@ def monte_carlo_values(out_dir: Any, trajectories: Sequence[Mapping[str, Any]], 
     out_dir, key = Path(out_dir), settings.to_dict()
     finished = read_with_settings(out_dir / "values.jsonl", key)
     if finished is not None:
-        return finished
+        return finished if all("returns" in row for row in finished) else with_returns(out_dir, finished, settings)
     _start_folder(out_dir, key)
     policy = backend() if callable(backend) and not hasattr(backend, "generate") else backend
 
@@ -242,6 +244,28 @@ def monte_carlo_values(out_dir: Any, trajectories: Sequence[Mapping[str, Any]], 
                          make_env=lambda: ReplayTurnState(make_env(), scripts), progress=progress,
                          policy_name=settings.policy, fsync=False)
         records = {int(r["seed"]): r for r in result.records}  # the episode seed is the script's index
+    valued = candidate_values(rows, steps, owners, records)
+    write_with_settings(out_dir / "values.jsonl", key, valued)
+    return valued
+
+
+def with_returns(out_dir: Path, rows: Sequence[Mapping[str, Any]], settings: MonteCarloSettings
+                 ) -> list[dict[str, Any]]:
+    """A finished ground truth made before ``returns`` were kept, given them from its own files (its first steps
+    and continuations; the values come out the same) and written back; as it is when those files are gone."""
+    from sweet_trl.study.critic_eval import read_with_settings, write_with_settings
+    from sweet_trl.trajectories import load_trajectories
+
+    key = settings.to_dict()
+    steps_rows = read_with_settings(out_dir / "first_steps.jsonl", key)
+    continuations = out_dir / "continuations.jsonl"
+    if steps_rows is None or [r["state_id"] for r in steps_rows] != [r["state_id"] for r in rows]:
+        return [dict(row) for row in rows]
+    steps = [r["steps"] for r in steps_rows]
+    _, owners = continuation_plan(rows, steps, settings.continuations)
+    if owners and not continuations.is_file():
+        return [dict(row) for row in rows]
+    records = {int(r["seed"]): r for r in load_trajectories(continuations)} if owners else {}
     valued = candidate_values(rows, steps, owners, records)
     write_with_settings(out_dir / "values.jsonl", key, valued)
     return valued

@@ -175,5 +175,51 @@ def paired(rows: Sequence[Mapping[str, Any]], ours: str, theirs: str, seed: int 
     return out
 
 
+def split_half(row: Mapping[str, Any]) -> tuple[list[float], list[float], list[int]] | None:
+    """The row's distinct candidates valued twice from disjoint continuations (``returns``: the even-numbered ones
+    and the odd-numbered ones; a candidate graded exactly has that value in both): ``(values from the odd half,
+    scores from the even half, copies)``; ``None`` without ``returns`` or when a candidate has fewer than two."""
+    if "returns" not in row:
+        return None
+    groups = _copies_of(row["candidates"]) if "candidates" in row else {i: [i] for i in range(len(row["values"]))}
+    halves: list[tuple[float, float]] = []
+    for group in groups.values():
+        played = [float(r) for i in group for r in row["returns"][i] if math.isfinite(float(r))]
+        exact = all(row.get("exact", [False] * len(row["values"]))[i] for i in group)
+        if exact and played:
+            halves.append((played[0], played[0]))
+        elif len(played) >= 2:
+            even, odd = played[0::2], played[1::2]
+            halves.append((sum(even) / len(even), sum(odd) / len(odd)))
+        else:
+            return None
+    return [odd for _, odd in halves], [even for even, _ in halves], [len(g) for g in groups.values()]
+
+
+def noise_ceiling(rows: Sequence[Mapping[str, Any]], seed: int = 0, samples: int = 10_000) -> dict[str, Any]:
+    """What the Monte Carlo values themselves can tell, as a reference for every ranker: a ranker that knows half of
+    each candidate's continuations (:func:`split_half`), scored against the other half, beside a random pick scored
+    against that same half. It needs no model; its top-1 is low where the best candidate is a matter of the
+    continuations' luck (a few continuations, close values), and no ranker can be expected to agree with such a
+    best much more often than it does (its figures use half the continuations, so they understate a little what a
+    ranker that knew the values could reach against all of them)."""
+    task_of = {row["state_id"]: str(row["task_id"]) for row in rows}
+    knows, chance = {}, {}
+    for row in rows:
+        halves = split_half(row)
+        if halves is None:
+            continue
+        values, scores, counts = halves
+        figures, guess = state_metrics(values, scores), chance_metrics(values, counts)
+        if figures is not None and guess is not None:
+            knows[row["state_id"]], chance[row["state_id"]] = figures, guess
+    out: dict[str, Any] = {"states": len(knows)}
+    for name, figures in (("split_half", knows), ("random", chance)):
+        out[name] = {metric: _interval(bootstrap_by_task([(task_of[s], f[metric]) for s, f in figures.items()],
+                                                         samples=samples, seed=seed)) if figures else None
+                     for metric in METRICS}
+    return out
+
+
 def _interval(interval: Any) -> dict[str, Any]:
     return {"mean": interval.mean, "low": interval.low, "high": interval.high, "tasks": interval.tasks}

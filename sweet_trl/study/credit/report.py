@@ -64,6 +64,15 @@ def markdown_tables(result: Mapping[str, Any], kinds: Sequence[str] = KINDS) -> 
                      f"{'-' if mean_distinct is None else f'{mean_distinct:.1f}'} | "
                      f"{truth.get('states_with_value_spread', '-')} | {truth.get('continuations', '-')} | "
                      f"{'exact' if se is None else f'{se:.3f}'} |")
+    ceiling = {kind: result.get("noise_ceiling", {}).get(f"{kind}_turns") for kind in kinds}
+    if any(ceiling.values()):
+        lines += ["", "| what the values themselves tell (scored against half the continuations) | states | "
+                  + " | ".join(label for _, label, _ in FIGURES) + " |", "| --- | --- |" + " --- |" * len(FIGURES)]
+        for kind, entry in ceiling.items():
+            for name, label in (("split_half", "knows the other half"), ("random", "random pick")):
+                if entry and entry.get(name):
+                    lines.append(f"| {kind} turns, {label} | {entry['states']} | "
+                                 + " | ".join(_cell(entry[name].get(key), scale) for key, _, scale in FIGURES) + " |")
     header, rule = _figure_columns(kinds)
     lines += ["", "| ranker " + header, "| --- " + rule]
     lines += [f"| {name} | {_figure_cells(entry, kinds)} |" for name, entry in result.get("rankers", {}).items()]
