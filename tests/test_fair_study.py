@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 from helpers_tiny_models import save_tiny_model
@@ -131,6 +132,43 @@ def test_fair_report_prints_every_arm_round_and_comparison_as_markdown(tiny_fair
     not_a_study.write_text("{}")
     assert main(["fair-report", str(not_a_study)]) == 2
     assert "not a fair study's JSON" in capsys.readouterr().err
+
+
+def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(tiny_fair, capsys):
+    import copy
+
+    from sweet_trl.cli import main
+    from sweet_trl.study.fair.report import pooled_comparisons
+
+    results = json.loads((tiny_fair["root"] / "results" / "fair_study.json").read_text())
+    per_task = results["test_per_task"]
+    assert set(per_task) == set(results["test"]) and all(len(rows) == 4 for rows in per_task.values())
+    other = copy.deepcopy(results)  # a second seed on which sweet_best succeeds on every task
+    other["settings"]["seed"] = 1
+    for row in other["test_per_task"]["sweet_best"]:
+        row["success_rate"] = 1.0
+    pooled = pooled_comparisons({"a": results, "b": other}, samples=200)
+    ours = {r["task_id"]: (r["success_rate"] + 1.0) / 2 for r in per_task["sweet_best"]}
+    theirs = {r["task_id"]: r["success_rate"] for r in per_task["rft"]}
+    expected = sum(ours[t] - theirs[t] for t in ours) / len(ours)
+    assert pooled["seeds"] == [0, 1]
+    assert pooled["comparisons"]["sweet_best - rft"]["success"]["difference"] == pytest.approx(expected)
+    paths = []
+    for name, data in (("seed0.json", results), ("seed1.json", other)):
+        paths.append(str(tiny_fair["root"] / name))
+        Path(paths[-1]).write_text(json.dumps(data))
+    assert main(["fair-report", *paths, "--pooled"]) == 0
+    assert f"| sweet_best - rft | {expected * 100:+.1f} [" in capsys.readouterr().out.split("### pooled")[1]
+
+    with pytest.raises(ValueError, match="one file per seed"):
+        pooled_comparisons({"a": results, "b": results})
+    unequal = copy.deepcopy(other)
+    unequal["arms"]["rft"]["gradient_steps"] += 1
+    with pytest.raises(ValueError, match="arm rft spent different compute"):
+        pooled_comparisons({"a": results, "b": unequal})
+    older = {k: v for k, v in other.items() if k != "test_per_task"}
+    with pytest.raises(ValueError, match="no per-task test figures"):
+        pooled_comparisons({"a": results, "b": older})
 
 
 def test_a_finished_fair_study_runs_nothing_again_and_reads_the_test_tasks_no_more(tiny_fair):

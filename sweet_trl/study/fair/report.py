@@ -14,6 +14,7 @@ from sweet_trl.study.results import per_task_rows, policy_entry
 from sweet_trl.study.stats import paired_difference, per_task_means
 
 TRAINING_STAGES = ("train_policy", "train_policy_best", "baseline_rft", "baseline_mtdpo")
+PER_TASK_KEYS = ("task_id", "success_rate", "mean_reward", "episodes")
 
 
 def arm_compute(study: Any, arm: str) -> dict[str, Any]:
@@ -95,6 +96,9 @@ def fair_results(study: Any) -> dict[str, Any]:
         "protocol": {**protocol_summary(study.run_dir), "validation_by_round": study.validation},
         "arms": compute, "compute": equal,
         "test": {arm: policy_entry(rows, args.bootstrap_samples, 0.95, args.seed) for arm, rows in tested.items()},
+        # per task, so that seeds can be pooled task by task (`sweet-rl fair-report --pooled`)
+        "test_per_task": {arm: [{key: row[key] for key in PER_TASK_KEYS} for row in rows]
+                          for arm, rows in tested.items()},
         "comparisons": comparisons,
         "failed": dict(study.failed),
     }
@@ -188,20 +192,82 @@ def markdown_tables(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def pooled_comparisons(files: Mapping[str, Mapping[str, Any]], samples: int = 10_000, seed: int = 0
+                       ) -> dict[str, Any]:
+    """The comparisons of every file (one seed each), pooled task by task: each arm's per-task success averaged over
+    the seeds, then ``ours - theirs`` paired by task, overall and on seen and unseen templates. Only comparisons
+    present in every file; refused (``ValueError``) when two files share a seed, an arm's compute differs between
+    seeds, or an arm read other test tasks on another seed."""
+    seeds = {path: results.get("settings", {}).get("seed") for path, results in files.items()}
+    if len(set(seeds.values())) < len(seeds):
+        raise ValueError(f"pooling needs one file per seed; the seeds are {seeds}")
+    for path, results in files.items():
+        if not results.get("test_per_task"):
+            raise ValueError(f"{path} has no per-task test figures (test_per_task): written before they were "
+                             "kept; run the same `sweet-rl fair-study` command again to rewrite it (it runs and "
+                             "reads nothing again)")
+    first = next(iter(files.values()))
+    names = [name for name in first.get("comparisons", {})
+             if all(name in results.get("comparisons", {}) for results in files.values())]
+    arms = {arm for name in names for arm in name.split(" - ")}
+    for arm in sorted(arms - {START}):
+        spent = {path: {k: v for k, v in results["arms"][arm].items() if k != "stage_seconds"}
+                 for path, results in files.items()}
+        if len({json.dumps(v, sort_keys=True) for v in spent.values()}) > 1:
+            raise ValueError(f"arm {arm} spent different compute on different seeds: {spent}")
+
+    def per_task(arm: str) -> list[dict[str, Any]]:
+        by_task: dict[str, list[Mapping[str, Any]]] = {}
+        tasks = None
+        for path, results in files.items():
+            rows = results["test_per_task"][arm]
+            if tasks is not None and {r["task_id"] for r in rows} != tasks:
+                raise ValueError(f"arm {arm} read other test tasks in {path}")
+            tasks = {r["task_id"] for r in rows}
+            for row in rows:
+                by_task.setdefault(str(row["task_id"]), []).append(row)
+        return [{"task_id": task, "episodes": sum(int(r["episodes"]) for r in rows),
+                 **{key: sum(float(r[key]) for r in rows) / len(rows) for key in ("success_rate", "mean_reward")}}
+                for task, rows in sorted(by_task.items())]
+
+    pooled = {arm: per_task(arm) for arm in sorted(arms)}
+    return {"seeds": sorted(seeds.values()),
+            "comparisons": {name: arm_comparison(pooled[name.split(" - ")[0]], pooled[name.split(" - ")[1]],
+                                                 samples, seed) for name in names}}
+
+
+def pooled_table(pooled: Mapping[str, Any]) -> str:
+    seeds = ", ".join(str(s) for s in pooled["seeds"])
+    lines = [f"| on test, seeds {seeds} pooled by task, points of success | all | seen | unseen |",
+             "| --- | --- | --- | --- |"]
+    for name, entry in pooled["comparisons"].items():
+        lines.append(f"| {name} | {_points(entry['success'])} | {_points(entry['seen'])} | "
+                     f"{_points(entry['unseen'])} |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``sweet-rl fair-report FAIR_STUDY_JSON...``: each file's tables, one after another."""
+    """``sweet-rl fair-report FAIR_STUDY_JSON... [--pooled]``: each file's tables, one after another; with
+    ``--pooled``, then the comparisons of every seed pooled task by task."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="sweet-rl fair-report",
                                      description="A fair study's JSON as Markdown tables (validation by round, "
                                                  "compute, test, comparisons).")
     parser.add_argument("results", nargs="+", help="fair_study.json files (one per seed)")
+    parser.add_argument("--pooled", action="store_true",
+                        help="also pool the seeds task by task (each arm's per-task success averaged over seeds)")
     args = parser.parse_args(argv)
-    texts = []
+    texts, files = [], {}
     for path in args.results:
         results = json.loads(Path(path).read_text(encoding="utf-8"))
         if not isinstance(results, dict) or "protocol" not in results or "arms" not in results:
             raise ValueError(f"{path} is not a fair study's JSON (no protocol or arms)")
+        files[path] = results
         texts.append(f"### {path}\n\n{markdown_tables(results)}")
+    if args.pooled:
+        if len(files) < 2:
+            raise ValueError("--pooled needs two or more files, one per seed")
+        texts.append(f"### pooled\n\n{pooled_table(pooled_comparisons(files))}")
     print("\n\n".join(texts))
     return 0
