@@ -171,6 +171,25 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
         pooled_comparisons({"a": results, "b": older})
 
 
+def test_a_plan_says_where_each_arm_would_run_and_touches_nothing(tiny_fair):
+    from sweet_trl.study.fair import run_fair_study
+
+    def snapshot():
+        return {p: p.stat().st_mtime_ns for p in tiny_fair["root"].rglob("*") if p.is_file()}
+
+    before = snapshot()
+    out = io.StringIO()
+    assert run_fair_study(tiny_fair["path"], ["--fair.plan", "true"], stream=out) == {
+        "plan": {arm: "complete" for arm in ["start", *ARMS]}}
+    assert "every stage is complete" in out.getvalue()
+    out = io.StringIO()
+    plan = run_fair_study(tiny_fair["path"], ["--fair.plan", "true", "--fair.gradient_steps", "4"], stream=out)["plan"]
+    # every arm's first training stage would run again; the start's stages are complete
+    assert plan["start"] == "complete"
+    assert all("round1" in plan[arm] and "would run" in plan[arm] for arm in ARMS), plan
+    assert snapshot() == before  # nothing run, cleared or written, the ledger untouched
+
+
 def test_a_finished_fair_study_runs_nothing_again_and_reads_the_test_tasks_no_more(tiny_fair):
     again, results = tiny_fair["again"], tiny_fair["results"]
     assert "running" not in tiny_fair["second"].replace("running again", "")

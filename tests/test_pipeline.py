@@ -188,6 +188,63 @@ def test_fingerprint_covers_the_run_fields_read_the_files_named_and_the_upstream
                   (RunArguments(run_dir=str(tmp_path / "run")), FileArgs()), stream=io.StringIO())
 
 
+def test_a_stage_finished_under_an_earlier_form_of_its_fingerprint_is_read_back_not_cleared(tmp_path, monkeypatch):
+    from dataclasses import dataclass
+
+    from sweet_trl.pipeline import runner
+    from sweet_trl.pipeline.runner import EarlierForm
+
+    @dataclass
+    class PickArgs:
+        selector: str = "critic"
+
+    calls: list[str] = []
+
+    def pick(ctx, args):
+        calls.append(args.selector)
+        (ctx.dir / "picked.json").write_text("[]")
+        return StageResult(outputs={"picked": "picked.json"})
+
+    def run(stage, run_dir, selector="critic"):
+        out = io.StringIO()
+        run_stage(stage, (RunArguments(run_dir=str(tmp_path / run_dir), train_tasks="procedural:train"),
+                          PickArgs(selector)), stream=out)
+        return out.getvalue()
+
+    # made when the stage read the train tasks and hashed its selector as given
+    then = Stage("pick", "pick", lambda: (PickArgs,), pick, run_fields=("max_turns", "train_tasks"))
+    run(then, "a"), run(then, "b")
+    # since: the train tasks no longer read, the selector's default left out of the hash (added as neutral)
+    monkeypatch.setitem(runner.NEUTRAL_WHEN_ADDED, "PickArgs", {"selector": "critic"})
+    changed = Stage("pick", "pick", lambda: (PickArgs,), pick, run_fields=("max_turns",))
+    now = Stage("pick", "pick", lambda: (PickArgs,), pick, run_fields=("max_turns",),
+                earlier_forms=(EarlierForm(run_fields=("max_turns", "train_tasks"), neutral_left_out=False),))
+    assert "skipped" in run(now, "a") and calls == ["critic", "critic"]
+    assert (tmp_path / "a" / "pick" / "picked.json").exists()
+    assert "running again" in run(now, "a", "random") and calls[-1] == "random"  # what it computes changed
+    assert "running again" in run(changed, "b")  # without the earlier form the finished stage would be redone
+
+
+def test_in_plan_mode_a_stage_that_would_run_says_so_and_touches_nothing(tmp_path):
+    from sweet_trl.pipeline.runner import WouldRun, plan_only
+
+    calls: list[str] = []
+    ToyArgs, first, _ = _toy_stages(calls)
+    run_args = RunArguments(run_dir=str(tmp_path))
+    with plan_only(), pytest.raises(WouldRun, match="first .*would run: it is not complete"):
+        run_stage(first, (run_args, ToyArgs(1)), stream=io.StringIO())
+    assert not (tmp_path / "first").exists() and calls == []
+    run_stage(first, (run_args, ToyArgs(1)), stream=io.StringIO())
+    made = {p: p.stat().st_mtime_ns for p in (tmp_path / "first").iterdir()}
+    out = io.StringIO()
+    with plan_only():
+        run_stage(first, (run_args, ToyArgs(1)), stream=out)  # complete: read back as always
+        with pytest.raises(WouldRun, match="settings or inputs differ"):
+            run_stage(first, (run_args, ToyArgs(2)), stream=io.StringIO())
+    assert "skipped" in out.getvalue() and len(calls) == 1
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "first").iterdir()} == made  # not cleared
+
+
 def test_an_integer_in_the_config_for_a_float_option_is_that_float_and_finished_stages_stand(tmp_path):
     from dataclasses import dataclass
 

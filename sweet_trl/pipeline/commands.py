@@ -13,7 +13,14 @@ from typing import Any
 
 from sweet_trl.pipeline.errors import StageError
 from sweet_trl.pipeline.export import push_stage
-from sweet_trl.pipeline.runner import TRAINING_STAGES, Stage, accepted_fingerprints, read_marker, run_stage
+from sweet_trl.pipeline.runner import (
+    TRAINING_STAGES,
+    EarlierForm,
+    Stage,
+    accepted_fingerprints,
+    read_marker,
+    run_stage,
+)
 from sweet_trl.pipeline.stages import (
     EVALUATION_METRICS,
     _evaluate_folder,
@@ -142,7 +149,11 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (
           inputs=lambda *args: ["collect"], run_fields=("max_turns", "policy_model")),
     Stage("rank", "score the candidates with the critic (or another selector)", lambda: (RankArguments,), stage_rank,
           inputs=lambda args: ["collect", *(["train_critic"] if args.uses_critic else []), "sample_candidates"],
-          run_fields=("max_turns",)),
+          run_fields=("max_turns",),
+          # f9cf3c5 to 0d92b3b the true-reward selector read the train tasks (it now grades the tasks as played) and
+          # the selector options were hashed as given: the fair studies of that day carry that form
+          earlier_forms=(EarlierForm(run_fields=("max_turns", "train_tasks", "max_train_tasks"),
+                                     neutral_left_out=False),)),
     Stage("policy_pairs", "turn-level pairs: upper half over lower half", lambda: (PolicyPairsArguments,),
           stage_policy_pairs, inputs=lambda *args: ["rank"], push=push_stage, run_fields=("max_turns",)),
     Stage("train_policy", "train the policy with turn-level DPO", _policy_types, stage_train_policy,

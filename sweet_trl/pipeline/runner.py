@@ -6,6 +6,8 @@ It knows nothing of the stages themselves; ``commands.STAGES`` lists them.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import hashlib
 import io
@@ -26,6 +28,25 @@ from typing import Any
 from sweet_trl.pipeline.errors import StageError
 from sweet_trl.pipeline.export import MODEL_EXPORTS  # check_push_target: a model may name its own repository
 from sweet_trl.pipeline_config import AS_WRITTEN, ConfigError, RunArguments, asdict_public
+
+# Plan mode (`plan_only()`): a stage that would run raises WouldRun instead, before it clears or writes anything.
+_PLAN_ONLY = contextvars.ContextVar("sweet_rl_plan_only", default=False)
+
+
+class WouldRun(StageError):
+    """In plan mode: this stage would run (it is not complete, or its settings or inputs changed)."""
+
+
+@contextlib.contextmanager
+def plan_only():
+    """Within it every complete stage is read back as usual and any other stage raises :class:`WouldRun`: what a
+    command would run, learnt without running, clearing or writing any stage."""
+    token = _PLAN_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _PLAN_ONLY.reset(token)
+
 
 MARKER = "_COMPLETE.json"
 RUNNING = "_RUNNING.json"
@@ -108,6 +129,15 @@ class StageContext:
 
 
 @dataclass(frozen=True)
+class EarlierForm:
+    """How a stage's fingerprint was made before a change that left what it computes alone: a finished stage that
+    carries such a fingerprint is read back, not redone (nor cleared)."""
+
+    run_fields: tuple[str, ...] | None = None  # the run fields it covered then (None: the stage's own)
+    neutral_left_out: bool = True  # whether options at their NEUTRAL_WHEN_ADDED value were left out then
+
+
+@dataclass(frozen=True)
 class Stage:
     """One pipeline stage: its name, the dataclasses it parses, its inputs and what it does."""
 
@@ -121,6 +151,7 @@ class Stage:
     push: Callable[..., dict[str, str]] | None = None
     # what of its options determines its outputs, when not all of them do (None: all of them)
     options_identity: Callable[..., Any] | None = None
+    earlier_forms: tuple[EarlierForm, ...] = ()  # fingerprints its finished runs may carry from before a change
 
     @property
     def command(self) -> str:
@@ -197,17 +228,20 @@ def _without_neutral_additions(options: Any) -> dict[str, Any]:
     return {k: v for k, v in asdict_public(options).items() if k not in neutral or v != neutral[k]}
 
 
-def fingerprint(stage: Stage, args: Sequence[Any], inputs: dict[str, dict[str, Any]]) -> str:
+def fingerprint(stage: Stage, args: Sequence[Any], inputs: dict[str, dict[str, Any]],
+                form: EarlierForm | None = None) -> str:
     """A hash of what determines a stage's outputs: the run fields it reads, its own options (files named there
     by their contents' sizes and times), and which run of each upstream stage it reads (re-running one, even
-    with ``--force`` and the same options, makes the stages after it run again)."""
+    with ``--force`` and the same options, makes the stages after it run again). ``form``: as it was hashed
+    before a change (:class:`EarlierForm`)."""
     run = asdict_public(args[0])
+    run_fields = form.run_fields if form is not None and form.run_fields is not None else stage.run_fields
+    options = (_without_neutral_additions if form is None or form.neutral_left_out else asdict_public)
     identity = stage.options_identity(*args[1:]) if stage.options_identity else None
     view = {
         "stage": stage.name,
-        "run": _fingerprint_view({k: run[k] for k in ("env_id", *stage.run_fields)}),
-        "args": identity if identity is not None else [_fingerprint_view(_without_neutral_additions(a))
-                                                       for a in args[1:]],
+        "run": _fingerprint_view({k: run[k] for k in ("env_id", *run_fields)}),
+        "args": identity if identity is not None else [_fingerprint_view(options(a)) for a in args[1:]],
         "inputs": {name: [marker["fingerprint"], marker.get("run_id")] for name, marker in sorted(inputs.items())},
     }
     return hashlib.sha256(json.dumps(view, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -219,6 +253,7 @@ def accepted_fingerprints(stage: Stage, args: Sequence[Any], inputs: dict[str, d
     digests = [fingerprint(stage, args, inputs)]
     if any(getattr(options, AS_WRITTEN, None) for options in args):
         digests.append(fingerprint(stage, [_as_written(options) for options in args], inputs))
+    digests += [fingerprint(stage, args, inputs, form) for form in stage.earlier_forms]
     return digests
 
 
@@ -343,9 +378,11 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         if main:
             _push_if_asked(stage, args, stage_dir, marker, print_)
         return marker
-    _refuse_to_run_a_linked_stage(run_dir, folder, stage_dir, label,
-                                  "--force" if run.force else "it is not complete there" if marker is None
-                                  else "its settings or inputs differ from the ones it was made with")
+    why = ("--force" if run.force else "it is not complete" if marker is None
+           else "its settings or inputs differ from the ones it was made with")
+    if _PLAN_ONLY.get():
+        raise WouldRun(f"{label} in {run_dir} would run: {why}")
+    _refuse_to_run_a_linked_stage(run_dir, folder, stage_dir, label, why)
     if main:
         if marker is not None:
             print_("running again: " + ("--force" if run.force else "its configuration or inputs changed"))

@@ -44,6 +44,10 @@ class FairStudyArguments:
             Resamples of the tasks for every interval.
         results_path (`str` or `None`, *optional*, defaults to `None`):
             Also write the JSON here (for example `benchmarks/results/fair_study_seed0.json`).
+        plan (`bool`, *optional*, defaults to `False`):
+            Say what the command would run, and run nothing: every complete stage is read back, each arm stops at
+            the first stage that would run (not complete, or its settings or inputs changed) and says which; no
+            stage is run or cleared, the test tasks are not read, no result is written.
     """
 
     arms: list[str] = field(default_factory=lambda: ["sweet_best", "rft", "best_random", "best_untrained"])
@@ -58,6 +62,7 @@ class FairStudyArguments:
     seed: int = 0
     bootstrap_samples: int = 10_000
     results_path: str | None = None
+    plan: bool = False
 
     def __post_init__(self) -> None:
         unknown = [arm for arm in self.arms if arm not in ARMS]

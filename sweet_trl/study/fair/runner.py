@@ -147,10 +147,8 @@ class FairStudy(Study):
 
     # -- the study -------------------------------------------------------------------------------------------
 
-    def run(self) -> dict[str, Any]:
-        from sweet_trl.study.fair.report import fair_results, write_fair_results
-
-        arms = [ARMS[name] for name in self.args.arms]
+    def start_stages(self, arms: Sequence[Arm]) -> str:
+        """The warm start, round 1's shared stages and the start's validation; returns the start policy."""
         if WARM_START in self.config:
             from sweet_trl.pipeline.commands import warm_start_override
 
@@ -159,20 +157,65 @@ class FairStudy(Study):
         start_policy = self.stage_options("collect", [])[0].policy_model
         self.shared_round_one(arms)
         self.validate(START, 0, start_policy)
+        return start_policy
+
+    def rounds(self, arm: Arm, start_policy: str) -> dict[int, str]:
+        """Every round of ``arm`` from the start; returns its policy after each round."""
+        policies, policy = {}, start_policy
+        for round_index in range(1, self.args.rounds + 1):
+            policy = policies[round_index] = self.round(arm, round_index, policy)
+        return policies
+
+    def run(self) -> dict[str, Any]:
+        from sweet_trl.study.fair.report import fair_results, write_fair_results
+
+        if self.args.plan:
+            return self.plan()
+        arms = [ARMS[name] for name in self.args.arms]
+        start_policy = self.start_stages(arms)
         trained: dict[str, dict[int, str]] = {START: {0: start_policy}}
         for arm in arms:
-            def rounds(arm: Arm = arm) -> None:
-                policy = start_policy
-                for round_index in range(1, self.args.rounds + 1):
-                    policy = self.round(arm, round_index, policy)
-                    trained.setdefault(arm.name, {})[round_index] = policy
-            self.method(arm.name, rounds)
+            def train(arm: Arm = arm) -> None:
+                trained[arm.name] = self.rounds(arm, start_policy)
+
+            self.method(arm.name, train)
         if self.args.read_test:
             for arm in [START, *(a.name for a in arms if a.name not in self.failed)]:
                 self.method(arm, lambda arm=arm: self.read_test(arm, trained[arm]))
         results = fair_results(self)
         write_fair_results(self, results)
         return results
+
+    def plan(self) -> dict[str, Any]:
+        """``--fair.plan true``: each arm as far as its stages are complete, and the first stage that would run;
+        nothing is run, cleared or written (links of a new round's shared stages aside)."""
+        from sweet_trl.pipeline import StageError
+        from sweet_trl.pipeline.runner import plan_only
+        from sweet_trl.study.protocol import ProtocolError
+
+        arms = [ARMS[name] for name in self.args.arms]
+        plan: dict[str, str] = {}
+        with plan_only():
+            try:
+                start_policy = self.start_stages(arms)
+                if self.args.read_test:
+                    self.read_test(START, {0: start_policy})
+                plan[START] = "complete"
+            except (StageError, ProtocolError) as err:
+                plan[START] = str(err)
+            for arm in arms if plan[START] == "complete" else []:
+                try:
+                    policies = self.rounds(arm, start_policy)
+                    if self.args.read_test:
+                        self.read_test(arm.name, policies)
+                    plan[arm.name] = "complete"
+                except (StageError, ProtocolError) as err:
+                    plan[arm.name] = str(err)
+        print("\n[plan] nothing was run; " + ("every stage is complete" if set(plan.values()) == {"complete"} else
+                                              "each arm stops where it would run:"), file=self.out)
+        for arm, state in plan.items():
+            print(f"[plan] {arm}: {state}", file=self.out, flush=True)
+        return {"plan": plan}
 
     def write(self, final: bool = False) -> dict[str, Any]:
         """The study's JSON so far (a stopped study keeps what it measured)."""
