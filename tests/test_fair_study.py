@@ -169,6 +169,13 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
     older = {k: v for k, v in other.items() if k != "test_per_task"}
     with pytest.raises(ValueError, match="no per-task test figures"):
         pooled_comparisons({"a": results, "b": older})
+    # a file written before per-task figures were kept takes them from its run's ledger
+    from sweet_trl.study.fair.report import test_rows_from_ledger
+
+    assert test_rows_from_ledger(tiny_fair["run"]) == per_task
+    Path(paths[0]).write_text(json.dumps({k: v for k, v in results.items() if k != "test_per_task"}))
+    assert main(["fair-report", *paths, "--pooled", "--runs", str(tiny_fair["run"]), str(tiny_fair["run"])]) == 0
+    assert f"| sweet_best - rft | {expected * 100:+.1f} [" in capsys.readouterr().out.split("### pooled")[1]
 
 
 def test_a_plan_says_where_each_arm_would_run_and_touches_nothing(tiny_fair):

@@ -192,6 +192,25 @@ def markdown_tables(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def test_rows_from_ledger(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """Each arm's per-task test figures as the protocol recorded them: the evaluation its latest read names in
+    ``<run_dir>/protocol/test_reads.json``, found under ``<run_dir>/fair/<arm>/test/`` by its run id. For a study
+    JSON written before it kept ``test_per_task``."""
+    from sweet_trl.pipeline.runner import MARKER
+    from sweet_trl.study.protocol import recorded_reads
+
+    read_by_arm = {str(read["arm"]): read.get("evaluation") for read in recorded_reads(run_dir)}
+    rows = {}
+    for arm, evaluation in read_by_arm.items():
+        found = [path.parent for path in (Path(run_dir) / "fair" / arm / "test").rglob(MARKER)
+                 if json.loads(path.read_text(encoding="utf-8")).get("run_id") == evaluation]
+        if not evaluation or not found:
+            raise ValueError(f"the evaluation arm {arm} read ({evaluation}) is not under {run_dir}/fair/{arm}/test")
+        per_task = json.loads((found[0] / "per_task.json").read_text(encoding="utf-8"))
+        rows[arm] = [{key: row[key] for key in PER_TASK_KEYS} for row in per_task]
+    return rows
+
+
 def pooled_comparisons(files: Mapping[str, Mapping[str, Any]], samples: int = 10_000, seed: int = 0
                        ) -> dict[str, Any]:
     """The comparisons of every file (one seed each), pooled task by task: each arm's per-task success averaged over
@@ -257,12 +276,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("results", nargs="+", help="fair_study.json files (one per seed)")
     parser.add_argument("--pooled", action="store_true",
                         help="also pool the seeds task by task (each arm's per-task success averaged over seeds)")
+    parser.add_argument("--runs", nargs="+", default=[],
+                        help="each file's run folder, in the same order: a file written before per-task figures were "
+                             "kept takes them from its run's test-read ledger")
     args = parser.parse_args(argv)
+    if args.runs and len(args.runs) != len(args.results):
+        raise ValueError(f"--runs names {len(args.runs)} folders for {len(args.results)} files: one per file")
     texts, files = [], {}
-    for path in args.results:
+    for index, path in enumerate(args.results):
         results = json.loads(Path(path).read_text(encoding="utf-8"))
         if not isinstance(results, dict) or "protocol" not in results or "arms" not in results:
             raise ValueError(f"{path} is not a fair study's JSON (no protocol or arms)")
+        if args.runs and not results.get("test_per_task"):
+            ledger = test_rows_from_ledger(args.runs[index])
+            results = {**results, "test_per_task": {arm: ledger[arm] for arm in results.get("test", {})}}
         files[path] = results
         texts.append(f"### {path}\n\n{markdown_tables(results)}")
     if args.pooled:
