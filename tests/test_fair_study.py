@@ -167,7 +167,7 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
     with pytest.raises(ValueError, match="arm rft spent different compute"):
         pooled_comparisons({"a": results, "b": unequal})
     older = {k: v for k, v in other.items() if k != "test_per_task"}
-    with pytest.raises(ValueError, match="no per-task test figures"):
+    with pytest.raises(ValueError, match="no per-task figures"):
         pooled_comparisons({"a": results, "b": older})
     # a file written before per-task figures were kept takes them from its run's ledger
     from sweet_trl.study.fair.report import test_rows_from_ledger
@@ -175,7 +175,23 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
     assert test_rows_from_ledger(tiny_fair["run"]) == per_task
     Path(paths[0]).write_text(json.dumps({k: v for k, v in results.items() if k != "test_per_task"}))
     assert main(["fair-report", *paths, "--pooled", "--runs", str(tiny_fair["run"]), str(tiny_fair["run"])]) == 0
-    assert f"| sweet_best - rft | {expected * 100:+.1f} [" in capsys.readouterr().out.split("### pooled")[1]
+    text = capsys.readouterr().out
+    assert f"| sweet_best - rft | {expected * 100:+.1f} [" in text.split("### pooled")[1]
+    # with the runs, each arm's last validation round compared as on test (the start at round 0)
+    from sweet_trl.study.fair.report import validation_comparisons, validation_rows
+
+    validation = validation_rows(results, tiny_fair["run"])
+    last = {arm: max(e["round"] for e in entries)
+            for arm, entries in results["protocol"]["validation_by_round"].items()}
+    assert last["start"] == 0 and all(last[arm] == 2 for arm in ARMS)
+    for arm, rows in validation.items():
+        entry = next(e for e in results["protocol"]["validation_by_round"][arm] if e["round"] == last[arm])
+        assert sum(r["success_rate"] for r in rows) / len(rows) == pytest.approx(entry["success_rate"])
+    on_validation = validation_comparisons(validation, samples=200)
+    assert set(on_validation) == set(results["comparisons"])
+    block = text.split("### pooled")[0].split("on validation (each arm's last round)")[1]
+    for name, entry in on_validation.items():
+        assert f"| {name} | {entry['success']['difference'] * 100:+.1f} [" in block
 
 
 def test_a_plan_says_where_each_arm_would_run_and_touches_nothing(tiny_fair):

@@ -192,27 +192,45 @@ def markdown_tables(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def evaluation_rows(run_dir: str | Path, arm: str, part: str, evaluation: str | None) -> list[dict[str, Any]]:
+    """The per-task rows of ``arm``'s evaluation whose run id is ``evaluation``, under
+    ``<run_dir>/fair/<arm>/<part>/`` (``part``: ``test`` or ``validation``)."""
+    from sweet_trl.pipeline.runner import MARKER
+
+    found = [path.parent for path in (Path(run_dir) / "fair" / arm / part).rglob(MARKER)
+             if evaluation and json.loads(path.read_text(encoding="utf-8")).get("run_id") == evaluation]
+    if not found:
+        raise ValueError(f"the {part} evaluation {evaluation} of arm {arm} is not under {run_dir}/fair/{arm}/{part}")
+    per_task = json.loads((found[0] / "per_task.json").read_text(encoding="utf-8"))
+    return [{key: row[key] for key in PER_TASK_KEYS} for row in per_task]
+
+
 def test_rows_from_ledger(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
     """Each arm's per-task test figures as the protocol recorded them: the evaluation its latest read names in
-    ``<run_dir>/protocol/test_reads.json``, found under ``<run_dir>/fair/<arm>/test/`` by its run id. For a study
-    JSON written before it kept ``test_per_task``."""
-    from sweet_trl.pipeline.runner import MARKER
+    ``<run_dir>/protocol/test_reads.json``. For a study JSON written before it kept ``test_per_task``."""
     from sweet_trl.study.protocol import recorded_reads
 
     read_by_arm = {str(read["arm"]): read.get("evaluation") for read in recorded_reads(run_dir)}
-    rows = {}
-    for arm, evaluation in read_by_arm.items():
-        found = [path.parent for path in (Path(run_dir) / "fair" / arm / "test").rglob(MARKER)
-                 if json.loads(path.read_text(encoding="utf-8")).get("run_id") == evaluation]
-        if not evaluation or not found:
-            raise ValueError(f"the evaluation arm {arm} read ({evaluation}) is not under {run_dir}/fair/{arm}/test")
-        per_task = json.loads((found[0] / "per_task.json").read_text(encoding="utf-8"))
-        rows[arm] = [{key: row[key] for key in PER_TASK_KEYS} for row in per_task]
-    return rows
+    return {arm: evaluation_rows(run_dir, arm, "test", evaluation) for arm, evaluation in read_by_arm.items()}
 
 
-def pooled_comparisons(files: Mapping[str, Mapping[str, Any]], samples: int = 10_000, seed: int = 0
-                       ) -> dict[str, Any]:
+def validation_rows(results: Mapping[str, Any], run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """Each arm's per-task validation figures at its last round (the start's: round 0), from the evaluations the
+    study JSON names."""
+    return {arm: evaluation_rows(run_dir, arm, "validation", max(entries, key=lambda e: e["round"])["evaluation"])
+            for arm, entries in results.get("protocol", {}).get("validation_by_round", {}).items() if entries}
+
+
+def validation_comparisons(rows: Mapping[str, Sequence[Mapping[str, Any]]], samples: int = 10_000, seed: int = 0
+                           ) -> dict[str, Any]:
+    """The study's comparisons on validation (each arm's last round), paired by task: how finely validation, where
+    settings are chosen, tells the arms apart."""
+    return {f"{ours} - {theirs}": arm_comparison(rows[ours], rows[theirs], samples, seed)
+            for ours, theirs in comparison_names(list(rows))}
+
+
+def pooled_comparisons(files: Mapping[str, Mapping[str, Any]], samples: int = 10_000, seed: int = 0,
+                       per_task_key: str = "test_per_task") -> dict[str, Any]:
     """The comparisons of every file (one seed each), pooled task by task: each arm's per-task success averaged over
     the seeds, then ``ours - theirs`` paired by task, overall and on seen and unseen templates. Only comparisons
     present in every file; refused (``ValueError``) when two files share a seed, an arm's compute differs between
@@ -221,13 +239,13 @@ def pooled_comparisons(files: Mapping[str, Mapping[str, Any]], samples: int = 10
     if len(set(seeds.values())) < len(seeds):
         raise ValueError(f"pooling needs one file per seed; the seeds are {seeds}")
     for path, results in files.items():
-        if not results.get("test_per_task"):
-            raise ValueError(f"{path} has no per-task test figures (test_per_task): written before they were "
+        if not results.get(per_task_key):
+            raise ValueError(f"{path} has no per-task figures ({per_task_key}): written before they were "
                              "kept; run the same `sweet-rl fair-study` command again to rewrite it (it runs and "
                              "reads nothing again)")
     first = next(iter(files.values()))
-    names = [name for name in first.get("comparisons", {})
-             if all(name in results.get("comparisons", {}) for results in files.values())]
+    present = [set(comparison_names(list(results[per_task_key]))) for results in files.values()]
+    names = [f"{a} - {b}" for a, b in comparison_names(list(first[per_task_key])) if all((a, b) in p for p in present)]
     arms = {arm for name in names for arm in name.split(" - ")}
     for arm in sorted(arms - {START}):
         spent = {path: {k: v for k, v in results["arms"][arm].items() if k != "stage_seconds"}
@@ -239,7 +257,7 @@ def pooled_comparisons(files: Mapping[str, Mapping[str, Any]], samples: int = 10
         by_task: dict[str, list[Mapping[str, Any]]] = {}
         tasks = None
         for path, results in files.items():
-            rows = results["test_per_task"][arm]
+            rows = results[per_task_key][arm]
             if tasks is not None and {r["task_id"] for r in rows} != tasks:
                 raise ValueError(f"arm {arm} read other test tasks in {path}")
             tasks = {r["task_id"] for r in rows}
@@ -255,14 +273,17 @@ def pooled_comparisons(files: Mapping[str, Mapping[str, Any]], samples: int = 10
                                                  samples, seed) for name in names}}
 
 
-def pooled_table(pooled: Mapping[str, Any]) -> str:
-    seeds = ", ".join(str(s) for s in pooled["seeds"])
-    lines = [f"| on test, seeds {seeds} pooled by task, points of success | all | seen | unseen |",
-             "| --- | --- | --- | --- |"]
-    for name, entry in pooled["comparisons"].items():
+def comparisons_table(comparisons: Mapping[str, Any], title: str) -> str:
+    lines = [f"| {title}, points of success | all | seen | unseen |", "| --- | --- | --- | --- |"]
+    for name, entry in comparisons.items():
         lines.append(f"| {name} | {_points(entry['success'])} | {_points(entry['seen'])} | "
                      f"{_points(entry['unseen'])} |")
     return "\n".join(lines)
+
+
+def pooled_table(pooled: Mapping[str, Any], where: str = "test") -> str:
+    seeds = ", ".join(str(s) for s in pooled["seeds"])
+    return comparisons_table(pooled["comparisons"], f"on {where}, seeds {seeds} pooled by task")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -277,8 +298,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pooled", action="store_true",
                         help="also pool the seeds task by task (each arm's per-task success averaged over seeds)")
     parser.add_argument("--runs", nargs="+", default=[],
-                        help="each file's run folder, in the same order: a file written before per-task figures were "
-                             "kept takes them from its run's test-read ledger")
+                        help="each file's run folder, in the same order: adds the comparisons on validation (each "
+                             "arm's last round); a file written before per-task test figures were kept takes them "
+                             "from its run's test-read ledger")
     args = parser.parse_args(argv)
     if args.runs and len(args.runs) != len(args.results):
         raise ValueError(f"--runs names {len(args.runs)} folders for {len(args.results)} files: one per file")
@@ -287,14 +309,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = json.loads(Path(path).read_text(encoding="utf-8"))
         if not isinstance(results, dict) or "protocol" not in results or "arms" not in results:
             raise ValueError(f"{path} is not a fair study's JSON (no protocol or arms)")
-        if args.runs and not results.get("test_per_task"):
-            ledger = test_rows_from_ledger(args.runs[index])
-            results = {**results, "test_per_task": {arm: ledger[arm] for arm in results.get("test", {})}}
+        text = markdown_tables(results)
+        if args.runs:
+            if not results.get("test_per_task"):
+                ledger = test_rows_from_ledger(args.runs[index])
+                results = {**results, "test_per_task": {arm: ledger[arm] for arm in results.get("test", {})}}
+            results = {**results, "validation_per_task": validation_rows(results, args.runs[index])}
+            text += "\n\n" + comparisons_table(validation_comparisons(results["validation_per_task"]),
+                                                "on validation (each arm's last round)")
         files[path] = results
-        texts.append(f"### {path}\n\n{markdown_tables(results)}")
+        texts.append(f"### {path}\n\n{text}")
     if args.pooled:
         if len(files) < 2:
             raise ValueError("--pooled needs two or more files, one per seed")
-        texts.append(f"### pooled\n\n{pooled_table(pooled_comparisons(files))}")
+        pooled = [pooled_table(pooled_comparisons(files))]
+        if args.runs:
+            pooled.append(pooled_table(pooled_comparisons(files, per_task_key="validation_per_task"),
+                                       "validation (each arm's last round)"))
+        texts.append("### pooled\n\n" + "\n\n".join(pooled))
     print("\n\n".join(texts))
     return 0
