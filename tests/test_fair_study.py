@@ -160,11 +160,27 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
     assert main(["fair-report", *paths, "--pooled"]) == 0
     assert f"| sweet_best - rft | {expected * 100:+.1f} [" in capsys.readouterr().out.split("### pooled")[1]
 
-    with pytest.raises(ValueError, match="one file per seed"):
-        pooled_comparisons({"a": results, "b": results})
+    # files of one seed are parts of one run: joined, they compare as the run's own JSON does
+    def part(arms):
+        return {**results, "test_per_task": {a: per_task[a] for a in arms},
+                "arms": {a: results["arms"][a] for a in arms if a != "start"}}
+
+    joined = pooled_comparisons({"core": part(["start", "sweet_best", "rft"]),
+                                 "later": part(["start", "best_random", "best_untrained", "sweet_true"])}, samples=300)
+    assert joined["seeds"] == [0] and joined["comparisons"].keys() == results["comparisons"].keys()
+    for name, entry in joined["comparisons"].items():
+        assert entry["success"] == results["comparisons"][name]["success"], name
+    conflicting = part(["start", "best_random"])
+    conflicting["test_per_task"]["start"] = [{**row, "success_rate": 1.0} for row in per_task["start"]]
+    with pytest.raises(ValueError, match="files of one seed must be parts of one run"):
+        pooled_comparisons({"core": part(["start", "sweet_best"]), "other run": conflicting})
     unequal = copy.deepcopy(other)
-    unequal["arms"]["rft"]["gradient_steps"] += 1
-    with pytest.raises(ValueError, match="arm rft spent different compute"):
+    unequal["arms"]["rft"]["rounds"] += 1
+    with pytest.raises(ValueError, match="rounds"):  # arms of one study compared at equal rounds
+        pooled_comparisons({"a": results, "b": unequal})
+    unequal = copy.deepcopy(other)
+    unequal["arms"]["rft"]["gradient_steps"] += 1  # rft of seed 1 trained longer than rft of seed 0
+    with pytest.raises(ValueError, match="arm rft spent different compute on different seeds"):
         pooled_comparisons({"a": results, "b": unequal})
     older = {k: v for k, v in other.items() if k != "test_per_task"}
     with pytest.raises(ValueError, match="no per-task figures"):

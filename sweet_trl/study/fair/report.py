@@ -229,37 +229,51 @@ def validation_comparisons(rows: Mapping[str, Sequence[Mapping[str, Any]]], samp
             for ours, theirs in comparison_names(list(rows))}
 
 
-def pooled_comparisons(files: Mapping[str, Mapping[str, Any]], samples: int = 10_000, seed: int = 0,
-                       per_task_key: str = "test_per_task") -> dict[str, Any]:
-    """The comparisons of every file (one seed each), pooled task by task: each arm's per-task success averaged over
-    the seeds, then ``ours - theirs`` paired by task, overall and on seen and unseen templates. Only comparisons
-    present in every file; refused (``ValueError``) when two files share a seed, an arm's compute differs between
-    seeds, or an arm read other test tasks on another seed."""
-    seeds = {path: results.get("settings", {}).get("seed") for path, results in files.items()}
-    if len(set(seeds.values())) < len(seeds):
-        raise ValueError(f"pooling needs one file per seed; the seeds are {seeds}")
+def _joined_by_seed(files: Mapping[str, Mapping[str, Any]], per_task_key: str) -> dict[Any, dict[str, Any]]:
+    """Per seed, every arm's per-task figures and compute over that seed's files (several files of one seed are
+    parts of one run: arms added later, say); an arm two files of one seed disagree on is refused."""
+    joined: dict[Any, dict[str, Any]] = {}
     for path, results in files.items():
         if not results.get(per_task_key):
             raise ValueError(f"{path} has no per-task figures ({per_task_key}): written before they were "
                              "kept; run the same `sweet-rl fair-study` command again to rewrite it (it runs and "
-                             "reads nothing again)")
-    first = next(iter(files.values()))
-    present = [set(comparison_names(list(results[per_task_key]))) for results in files.values()]
-    names = [f"{a} - {b}" for a, b in comparison_names(list(first[per_task_key])) if all((a, b) in p for p in present)]
-    arms = {arm for name in names for arm in name.split(" - ")}
-    for arm in sorted(arms - {START}):
-        spent = {path: {k: v for k, v in results["arms"][arm].items() if k != "stage_seconds"}
-                 for path, results in files.items()}
+                             "reads nothing again), or give its run folder with --runs")
+        seed = results.get("settings", {}).get("seed")
+        part = joined.setdefault(seed, {"rows": {}, "compute": {}})
+        spent = {arm: {k: v for k, v in entry.items() if k != "stage_seconds"}
+                 for arm, entry in results.get("arms", {}).items()}
+        for name, new in (("rows", results[per_task_key]), ("compute", spent)):
+            for arm, value in new.items():
+                if part[name].setdefault(arm, value) != value:
+                    raise ValueError(f"arm {arm} differs between the files of seed {seed} ({path}): files of one "
+                                     "seed must be parts of one run")
+    for part in joined.values():
+        check_equal_compute(part["compute"])  # a study's arms at equal rounds, whichever file they came in
+    return joined
+
+
+def pooled_comparisons(files: Mapping[str, Mapping[str, Any]], samples: int = 10_000, seed: int = 0,
+                       per_task_key: str = "test_per_task") -> dict[str, Any]:
+    """The comparisons of the files' arms, pooled task by task over seeds: each arm's per-task success averaged over
+    the seeds, then ``ours - theirs`` paired by task, overall and on seen and unseen templates. Files of one seed are
+    joined first (a run's later arms in a file of their own compare with its earlier ones). Only arms present on
+    every seed; refused (``ValueError``) when an arm's compute differs between arms or seeds, an arm read other
+    tasks on another seed, or two files of one seed disagree."""
+    joined = _joined_by_seed(files, per_task_key)
+    first = next(iter(joined.values()))
+    arms = [arm for arm in first["rows"] if all(arm in part["rows"] for part in joined.values())]
+    for arm in arms:
+        spent = {s: part["compute"].get(arm) for s, part in joined.items()}
         if len({json.dumps(v, sort_keys=True) for v in spent.values()}) > 1:
             raise ValueError(f"arm {arm} spent different compute on different seeds: {spent}")
 
     def per_task(arm: str) -> list[dict[str, Any]]:
         by_task: dict[str, list[Mapping[str, Any]]] = {}
         tasks = None
-        for path, results in files.items():
-            rows = results[per_task_key][arm]
+        for s, part in joined.items():
+            rows = part["rows"][arm]
             if tasks is not None and {r["task_id"] for r in rows} != tasks:
-                raise ValueError(f"arm {arm} read other test tasks in {path}")
+                raise ValueError(f"arm {arm} read other tasks on seed {s}")
             tasks = {r["task_id"] for r in rows}
             for row in rows:
                 by_task.setdefault(str(row["task_id"]), []).append(row)
@@ -267,10 +281,10 @@ def pooled_comparisons(files: Mapping[str, Mapping[str, Any]], samples: int = 10
                  **{key: sum(float(r[key]) for r in rows) / len(rows) for key in ("success_rate", "mean_reward")}}
                 for task, rows in sorted(by_task.items())]
 
-    pooled = {arm: per_task(arm) for arm in sorted(arms)}
-    return {"seeds": sorted(seeds.values()),
-            "comparisons": {name: arm_comparison(pooled[name.split(" - ")[0]], pooled[name.split(" - ")[1]],
-                                                 samples, seed) for name in names}}
+    pooled = {arm: per_task(arm) for arm in arms}
+    return {"seeds": sorted(joined, key=str),
+            "comparisons": {f"{a} - {b}": arm_comparison(pooled[a], pooled[b], samples, seed)
+                            for a, b in comparison_names(arms)}}
 
 
 def comparisons_table(comparisons: Mapping[str, Any], title: str) -> str:
@@ -283,7 +297,8 @@ def comparisons_table(comparisons: Mapping[str, Any], title: str) -> str:
 
 def pooled_table(pooled: Mapping[str, Any], where: str = "test") -> str:
     seeds = ", ".join(str(s) for s in pooled["seeds"])
-    return comparisons_table(pooled["comparisons"], f"on {where}, seeds {seeds} pooled by task")
+    label = f"seeds {seeds} pooled by task" if len(pooled["seeds"]) > 1 else f"seed {seeds}, files joined"
+    return comparisons_table(pooled["comparisons"], f"on {where}, {label}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -296,7 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  "compute, test, comparisons).")
     parser.add_argument("results", nargs="+", help="fair_study.json files (one per seed)")
     parser.add_argument("--pooled", action="store_true",
-                        help="also pool the seeds task by task (each arm's per-task success averaged over seeds)")
+                        help="also pool the seeds task by task (each arm's per-task success averaged over seeds); "
+                             "files of one seed are joined first (a run's later arms in a file of their own)")
     parser.add_argument("--runs", nargs="+", default=[],
                         help="each file's run folder, in the same order: adds the comparisons on validation (each "
                              "arm's last round); a file written before per-task test figures were kept takes them "
@@ -321,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         texts.append(f"### {path}\n\n{text}")
     if args.pooled:
         if len(files) < 2:
-            raise ValueError("--pooled needs two or more files, one per seed")
+            raise ValueError("--pooled needs two or more files (seeds to pool, or parts of one run to join)")
         pooled = [pooled_table(pooled_comparisons(files))]
         if args.runs:
             pooled.append(pooled_table(pooled_comparisons(files, per_task_key="validation_per_task"),
