@@ -56,6 +56,13 @@ class BestOfNFinetuneConfig(_trl.SFTConfig):
             against 31% for all of them. Yet fine-tuning on that half was level with every state there
             (RESULTS.md, "best-of-N fine-tuning on the half of the states"): the states where no candidate
             succeeds limit the gain.
+        min_score (`float` or `None`, *optional*, defaults to `None`):
+            Leave out the states whose pick scores below this. Meant for a selector whose scores mean the same at
+            every state: with the true-reward selector (`rank --selector true_reward`, a candidate's fraction of
+            hidden tests passed) `1.0` keeps only the answer turns where some candidate passes every test, so the
+            policy never imitates a failing answer (where none of 8 succeeds, on 61-66% of the small study's answer
+            turns, the best of them still fails). A critic's scores are relative to their state: use `top_fraction`
+            there. `None`: every state.
         max_length (`int` or `None`, *optional*, defaults to `16384`):
             Longest prompt + turn in tokens (late turns of a ten-turn dialogue are long).
         learning_rate (`float`, *optional*, defaults to `2e-7`):
@@ -69,6 +76,8 @@ class BestOfNFinetuneConfig(_trl.SFTConfig):
     min_candidates: int = field(default=2, metadata={"help": "Leave out states with fewer scored candidates."})
     top_fraction: float = field(default=1.0, metadata={
         "help": "Learn from this fraction of the states, those whose pick the critic scores highest (1: all)."})
+    min_score: float | None = field(default=None, metadata={
+        "help": "Leave out states whose pick scores below this (true-reward selector: 1.0 = a passing answer)."})
     max_length: int | None = field(default=16384, metadata={"help": "Longest prompt + turn in tokens."})
     learning_rate: float = field(default=2e-7, metadata={"help": "AdamW learning rate."})
 
@@ -81,6 +90,8 @@ class BestOfNFinetuneConfig(_trl.SFTConfig):
             raise ValueError(f"min_candidates must be >= 2, got {self.min_candidates}")
         if not 0 < self.top_fraction <= 1:
             raise ValueError(f"top_fraction must be in (0, 1], got {self.top_fraction}")
+        if self.min_score is not None and not math.isfinite(self.min_score):
+            raise ValueError(f"min_score must be a finite number or None, got {self.min_score}")
         if self.completion_only_loss is False:
             raise ValueError("completion_only_loss=False would train on the dialogue too; leave it unset")
         super().__post_init__()
@@ -97,8 +108,9 @@ def best_candidate(scores: Iterable[float | None]) -> int | None:
 
 def best_turns_from_ranked(rows: Iterable[Mapping[str, Any]], config: BestOfNFinetuneConfig
                            ) -> tuple[list[dict[str, Any]], StageStats]:
-    """One prompt-completion example per ranked turn state: its candidate with the critic's highest score; with
-    ``config.top_fraction`` below 1, only the states whose pick scores highest (in the rows' order)."""
+    """One prompt-completion example per ranked turn state: its candidate with the critic's highest score (none
+    where that score is below ``config.min_score``); with ``config.top_fraction`` below 1, only the states whose pick
+    scores highest (in the rows' order)."""
     rows = list(rows)
     stats = StageStats(rows_in=len(rows))
     examples = []
@@ -111,6 +123,9 @@ def best_turns_from_ranked(rows: Iterable[Mapping[str, Any]], config: BestOfNFin
             stats.dropped["state_unranked_or_too_few_candidates"] += 1
             continue
         index = best_candidate(scores)
+        if config.min_score is not None and scores[index] < config.min_score:
+            stats.dropped["state_pick_below_min_score"] += 1
+            continue
         others = [s for i, s in enumerate(scores) if i != index and s is not None and math.isfinite(s)]
         examples.append({
             "prompt": [dict(m) for m in row["prompt"]],

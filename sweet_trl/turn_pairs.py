@@ -205,6 +205,8 @@ _STATE_ADVICE = {
                                             "(num_candidates), then rank them",
     "state_pick_below_top_fraction": "the critic scores these states' picks below the kept top_fraction: raise "
                                      "top_fraction to learn from more of them",
+    "state_pick_below_min_score": "no candidate of these states scores min_score (with the true reward: none passes "
+                                  "every test): lower min_score, or sample more candidates",
     "state_no_distinct_pair": "no two candidates of the upper and lower half differ in text and by more than "
                               "min_score_gap in score: lower min_score_gap, or sample more varied candidates "
                               "(a higher temperature)",

@@ -74,6 +74,19 @@ def test_top_fraction_keeps_the_states_whose_pick_scores_highest_in_their_order(
     assert len(every) == 5
 
 
+def test_min_score_leaves_out_the_states_whose_pick_scores_below_it(tmp_path):
+    # true-reward scores: the fraction of tests each candidate passes
+    rows = [ranked_row(0, ["a", "b"], [1.0, 0.2]), ranked_row(1, ["a", "b"], [0.0, 0.9]),
+            ranked_row(2, ["a", "b", "c"], [0.0, 0.0, 0.0]), ranked_row(3, ["a", "b"], [0.5, 1.0])]
+    examples, stats = best_turns_from_ranked(rows, config(tmp_path, min_score=1.0))
+    assert [(e["state_id"], e["completion"][0]["content"]) for e in examples] == [("s0", "a"), ("s3", "b")]
+    assert dict(stats.dropped) == {"state_pick_below_min_score": 2}
+    assert len(best_turns_from_ranked(rows, config(tmp_path, min_score=0.9))[0]) == 3
+    assert len(best_turns_from_ranked(rows, config(tmp_path))[0]) == 4  # None: every state, the failing picks too
+    with pytest.raises(ValueError, match="no turn state to learn from.*state_pick_below_min_score.*lower min_score"):
+        best_of_n_dataset(rows[2:3], config(tmp_path, min_score=1.0))
+
+
 def test_nothing_to_learn_from_is_an_error_that_says_why(tmp_path):
     rows = [ranked_row(0, ["a", "b"], [0.2, 0.5], turn=0)]
     with pytest.raises(ValueError, match="no turn state to learn from.*state_turn_not_trained.*widen turns"):
@@ -86,6 +99,7 @@ def test_nothing_to_learn_from_is_an_error_that_says_why(tmp_path):
     ({"min_candidates": 1}, "min_candidates must be >= 2"),
     ({"top_fraction": 0.0}, r"top_fraction must be in \(0, 1\]"),
     ({"top_fraction": 1.5}, r"top_fraction must be in \(0, 1\]"),
+    ({"min_score": float("nan")}, "min_score must be a finite number"),
     ({"completion_only_loss": False}, "would train on the dialogue too"),
 ])
 def test_bad_settings_are_named(tmp_path, bad, message):

@@ -66,7 +66,7 @@ NOT_FINGERPRINTED = {
 NEUTRAL_WHEN_ADDED = {"PolicyPairsArguments": {"turns": None}, "CandidateArguments": {"state_turns": None},
                      "MultiTurnDPOConfig": {"nll_coef": 0.0},
                      "WarmStartArguments": {"adapter": None, "warm_start_family": "procedural", "expert_forms": "one"},
-                     "BestOfNFinetuneConfig": {"top_fraction": 1.0}, "EvaluateArguments": {"policy_base": None},
+                     "BestOfNFinetuneConfig": {"top_fraction": 1.0, "min_score": None}, "EvaluateArguments": {"policy_base": None},
                      "RankArguments": {"selector": "critic", "selector_seed": 0}}
 
 
