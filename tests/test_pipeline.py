@@ -377,14 +377,17 @@ def test_status_tells_done_running_interrupted_and_linked_stages_apart(tmp_path,
     (run_dir / "rank" / "_RUNNING.json").write_text(json.dumps({**marker, "pid": int(gone.stdout)}))
     (run_dir / "evaluate" / "zero_shot").mkdir(parents=True)  # a stage running now, in this very process
     (run_dir / "evaluate" / "zero_shot" / "_RUNNING.json").write_text(json.dumps(marker))
+    (run_dir / "evaluate" / "zero_shot" / "trajectories.jsonl").write_text("{}\n{}\n{}\n")  # three episodes so far
     (run_dir / "collect" / "model").mkdir()  # a stage's own folders are not listed
     other = tmp_path / "other"
     other.mkdir()
     (other / "collect").symlink_to(run_dir / "collect")
     (other / "notes").mkdir()  # a folder of no stage is not listed
 
-    states = {s.path: s.state for s in run_status(run_dir)}
-    assert states == {"collect": "done", "rank": "interrupted", "evaluate/zero_shot": "running"}
+    stages = {s.path: s for s in run_status(run_dir)}
+    assert {path: s.state for path, s in stages.items()} == {"collect": "done", "rank": "interrupted",
+                                                             "evaluate/zero_shot": "running"}
+    assert stages["evaluate/zero_shot"].summary.endswith("; 3 lines in trajectories.jsonl")
     linked = run_status(other)
     assert [(s.path, s.state, s.linked_to) for s in linked] == [("collect", "done", str(run_dir / "collect"))]
     assert main(["status", str(run_dir), "--running"]) == 0

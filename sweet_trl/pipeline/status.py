@@ -71,6 +71,19 @@ def _summary(marker: Mapping[str, Any], limit: int = 90) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def records_so_far(folder: Path) -> str:
+    """What a stage that has not finished has written: the lines of each JSONL file it appends to (a collection's
+    episodes, say), ``""`` when it has none."""
+    counts = []
+    for path in sorted(folder.glob("*.jsonl")):
+        try:
+            with path.open("rb") as handle:
+                counts.append(f"{sum(1 for _ in handle)} lines in {path.name}")
+        except OSError:
+            continue
+    return "; " + ", ".join(counts) if counts else ""
+
+
 def stage_status(folder: Path, now: datetime, host: str) -> StageStatus | None:
     """The state of one folder, or ``None`` when it is not a stage's (no marker of either kind)."""
     done, running = _read(folder / MARKER), _read(folder / RUNNING)
@@ -80,13 +93,16 @@ def stage_status(folder: Path, now: datetime, host: str) -> StageStatus | None:
         return None
     minutes = _since(running.get("started_at"), now)
     pid, where = running.get("pid"), running.get("host")
+    so_far = records_so_far(folder)
     if not isinstance(pid, int) or where is None:  # a marker written before the process was recorded
-        return StageStatus("", "unknown", minutes, f"started {running.get('started_at')}; no process recorded")
+        return StageStatus("", "unknown", minutes, f"started {running.get('started_at')}; no process recorded"
+                                                   f"{so_far}")
     if where != host:
         return StageStatus("", "running elsewhere?", minutes, f"pid {pid} on {where}")
     if process_alive(pid):
-        return StageStatus("", "running", minutes, f"pid {pid}, started {running.get('started_at')}")
-    return StageStatus("", "interrupted", minutes, f"started {running.get('started_at')}; the same command resumes")
+        return StageStatus("", "running", minutes, f"pid {pid}, started {running.get('started_at')}{so_far}")
+    return StageStatus("", "interrupted", minutes,
+                       f"started {running.get('started_at')}; the same command resumes{so_far}")
 
 
 def stage_folders(root: Path) -> Iterator[tuple[Path, bool]]:
