@@ -196,6 +196,7 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
     # with the runs, each arm's last validation round compared as on test (the start at round 0)
     from sweet_trl.study.fair.report import validation_comparisons, validation_rows
 
+    assert results["settings"]["run_dir"] == str(tiny_fair["run"])  # where the evaluations it names are
     validation = validation_rows(results, tiny_fair["run"])
     last = {arm: max(e["round"] for e in entries)
             for arm, entries in results["protocol"]["validation_by_round"].items()}

@@ -92,7 +92,8 @@ def fair_results(study: Any) -> dict[str, Any]:
                        for a, b in comparison_names(list(tested))}
     commit, dirty = git_state()
     return {
-        "settings": {**asdict(args), "config": str(study.config_path), "git_commit": commit, "git_dirty": dirty},
+        "settings": {**asdict(args), "config": str(study.config_path), "run_dir": str(study.run_dir),
+                     "git_commit": commit, "git_dirty": dirty},
         "protocol": {**protocol_summary(study.run_dir), "validation_by_round": study.validation},
         "arms": compute, "compute": equal,
         "test": {arm: policy_entry(rows, args.bootstrap_samples, 0.95, args.seed) for arm, rows in tested.items()},
@@ -314,9 +315,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also pool the seeds task by task (each arm's per-task success averaged over seeds); "
                              "files of one seed are joined first (a run's later arms in a file of their own)")
     parser.add_argument("--runs", nargs="+", default=[],
-                        help="each file's run folder, in the same order: adds the comparisons on validation (each "
-                             "arm's last round); a file written before per-task test figures were kept takes them "
-                             "from its run's test-read ledger")
+                        help="each file's run folder, in the same order (a file records its own as settings.run_dir): "
+                             "adds the comparisons on validation (each arm's last round); a file written before "
+                             "per-task test figures were kept takes them from its run's test-read ledger")
     args = parser.parse_args(argv)
     if args.runs and len(args.runs) != len(args.results):
         raise ValueError(f"--runs names {len(args.runs)} folders for {len(args.results)} files: one per file")
