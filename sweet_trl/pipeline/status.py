@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sweet_trl.pipeline.runner import MARKER, RUNNING
+from sweet_trl.pipeline.runner import MARKER, RUNNING, _summary
 
 
 def process_alive(pid: int) -> bool:
@@ -64,10 +64,8 @@ def _since(started_at: str | None, now: datetime) -> float | None:
         return None
 
 
-def _summary(marker: Mapping[str, Any], limit: int = 90) -> str:
-    parts = [f"{k}={v}" for k, v in marker.get("counts", {}).items()]
-    parts += [f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in marker.get("metrics", {}).items()]
-    text = ", ".join(parts)
+def _short_summary(marker: Mapping[str, Any], limit: int = 90) -> str:
+    text = _summary(dict(marker))
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
@@ -88,7 +86,7 @@ def stage_status(folder: Path, now: datetime, host: str) -> StageStatus | None:
     """The state of one folder, or ``None`` when it is not a stage's (no marker of either kind)."""
     done, running = _read(folder / MARKER), _read(folder / RUNNING)
     if done is not None:
-        return StageStatus("", "done", float(done.get("seconds", 0.0)) / 60, _summary(done))
+        return StageStatus("", "done", float(done.get("seconds", 0.0)) / 60, _short_summary(done))
     if running is None:
         return None
     minutes = _since(running.get("started_at"), now)
