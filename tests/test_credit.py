@@ -246,6 +246,7 @@ def test_credit_report_prints_every_ranker_difference_and_scaling_row_as_markdow
 
     from sweet_trl.cli import main
     from sweet_trl.study.credit.command import CreditArguments, credit_report
+    from sweet_trl.study.credit.pair_signal import CLASSES
 
     def row(i, kind, values):
         return {"state_id": f"{kind}{i}", "task_id": f"t{i // 2}", "kind": kind, "candidates": ["a", "b", "c"],
@@ -256,7 +257,9 @@ def test_credit_report_prints_every_ranker_difference_and_scaling_row_as_markdow
     scores = {"trained_with_c": good, "untrained_with_c": bad, "scaling:3x": good}
     result = credit_report(rows, scores, CreditArguments(bootstrap_samples=100),
                            scaling_runs={"1x": {"trajectories": 320, "critic_pairs": 236},
-                                         "3x": {"trajectories": 960, "critic_pairs": 700}})
+                                         "3x": {"trajectories": 960, "critic_pairs": 700, "pairs_by_what_the_human_told":
+                                                {"pairs": 4, "counts": dict(zip(CLASSES, (1, 2, 1, 0, 0))),
+                                                 "fractions": dict(zip(CLASSES, (0.25, 0.5, 0.25, 0.0, 0.0)))}}})
     path = tmp_path / "critic_credit.json"
     path.write_text(json.dumps(result))
     assert main(["credit-report", str(path)]) == 0
@@ -267,6 +270,7 @@ def test_credit_report_prints_every_ranker_difference_and_scaling_row_as_markdow
     assert "| trained_with_c - untrained_with_c | +100.0 [+100.0, +100.0] | +100.0 [+100.0, +100.0] | " \
            "+2.00 [+2.00, +2.00] |" in text
     assert "| 3x | 960 | 700 | 6 / 6 | 100.0 [100.0, 100.0] |" in text
+    assert "| 3x | 4 | 1 (25%) | 2 (50%) | 1 (25%) | 0 (0%) | 0 (0%) |" in text  # 1x's pairs were not counted
     assert "| question turns | 6 | 3 | 0 | 3.0 | 6 | 72 | 0.100 |" in text
     only_questions = main(["credit-report", str(path), "--kind", "question"])
     assert only_questions == 0 and "answer top-1" not in capsys.readouterr().out
@@ -291,3 +295,37 @@ def test_the_noise_ceiling_values_each_candidate_from_disjoint_halves_of_its_con
     assert metrics.split_half({**row, "returns": [[1.0], [0.0, 0.5], [0.0], [0.0]]}) is not None  # copies pooled: 2
     assert metrics.split_half({**row, "returns": [[1.0], [0.5], [], [0.0]]}) is None  # "ask B": one continuation
     assert metrics.split_half({k: v for k, v in row.items() if k != "returns"}) is None
+
+
+def test_pairs_are_classed_by_where_they_differ_before_the_answer(tmp_path):
+    import json
+
+    from sweet_trl.study.credit.pair_signal import CLASSES, classify, pair_signal, pair_signal_of_file, told
+
+    opening = {"role": "user", "content": "Write f. The signature of the function is: def f(x)"}
+
+    def side(*turns):
+        dialogue = [opening]
+        for question, reply in zip(turns[::2], turns[1::2]):
+            dialogue += [{"role": "assistant", "content": question}, {"role": "user", "content": reply}]
+        return [*dialogue, {"role": "assistant", "content": "I WANT TO ANSWER:\ndef f(x):\n    return x"}]
+
+    limit, rule = "The limit is 5.", "A value at the limit counts."
+    assert told(side("What limit?", f"{limit} {rule}", "Anything else?", "I don't know.")) == {limit, rule}
+    cases = {
+        "same_questions": (side("What limit?", limit), side("What limit?", limit)),
+        "same_told": (side("What limit?", limit), side("Which limit?", limit)),
+        "chosen_told_more": (side("What limit?", limit, "Rule?", rule), side("Hm?", "I don't know.", "Limit?", limit)),
+        "rejected_told_more": (side("Hm?", "I don't know."), side("What limit?", limit)),
+        "told_different": (side("Rule?", rule), side("What limit?", limit)),
+    }
+    rows = [{"chosen": chosen, "rejected": rejected} for chosen, rejected in cases.values()]
+    assert [classify(row) for row in rows] == list(cases) == list(CLASSES)
+    # a trajectory record (its dialogue_history) reads as its messages
+    assert classify({"chosen": {"dialogue_history": rows[1]["chosen"]}, "rejected": rows[1]["rejected"]}) == "same_told"
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in [*rows, rows[1]]))
+    signal = pair_signal_of_file(path)
+    assert signal == pair_signal([*rows, rows[1]])
+    assert signal["pairs"] == 6 and signal["counts"]["same_told"] == 2 and signal["fractions"]["same_told"] == 2 / 6
+    assert pair_signal([]) == {"pairs": 0, "counts": dict.fromkeys(CLASSES, 0), "fractions": dict.fromkeys(CLASSES)}

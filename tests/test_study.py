@@ -834,6 +834,10 @@ def test_credit_scores_every_critic_against_monte_carlo_returns_and_resumes(tiny
     assert labels == ["1x", "same"] and result["scaling"][0]["trajectories"] == 12
     # the same critic named twice scores the same
     assert result["scaling"][1]["answer_turns"] == result["scaling"][0]["answer_turns"]
+    # where each critic's pairs differ before the answer: every pair of the run's critic_pairs stage in one class
+    signal = result["scaling"][0]["pairs_by_what_the_human_told"]
+    pairs_marker = json.loads((root / "run" / "critic_pairs" / "_COMPLETE.json").read_text())
+    assert signal["pairs"] == sum(signal["counts"].values()) == pairs_marker["counts"]["pairs"] > 0
     # a variant: the critic without c named as one, its differing setting read from its marker, scored as the
     # ranker of that name under the run's ranking, and paired with the run's own critic
     (variant,) = result["variants"]

@@ -328,9 +328,19 @@ class Credit:
             collect = self.marker(run_dir / "collect")
             pairs = self.marker(run_dir / "critic_pairs")
             out[label] = {"run_dir": str(run_dir), "trajectories": collect["counts"].get("episodes"),
-                          "critic_pairs": pairs["counts"].get("pairs")}
+                          "critic_pairs": pairs["counts"].get("pairs"),
+                          "pairs_by_what_the_human_told": self.pair_signal(run_dir)}
         return out
 
+    def pair_signal(self, run_dir: Path) -> dict[str, Any] | None:
+        """Where the run's critic pairs differ before the answer (:mod:`~sweet_trl.study.credit.pair_signal`)."""
+        from sweet_trl.study.credit.pair_signal import pair_signal_of_file
+
+        path = run_dir / "critic_pairs" / "_COMPLETE.json"
+        if not path.exists():
+            return None
+        marker = json.loads(path.read_text(encoding="utf-8"))
+        return pair_signal_of_file(path.parent / marker["outputs"]["pairs"])
 
     def variant_runs(self) -> dict[str, dict[str, Any]]:
         """Per variant label, its run and the critic settings in which it differs from this run's critic."""
@@ -342,6 +352,7 @@ class Credit:
             settings = critic_settings(marker)
             out[label] = {"run_dir": run_dir, "steps": marker["counts"].get("steps"),
                           "train_loss": marker["metrics"].get("train_loss"),
+                          "pairs_by_what_the_human_told": self.pair_signal(Path(run_dir)),
                           "settings": {key: value for key, value in sorted(settings.items())
                                        if shipped.get(key) != value}}
         return out

@@ -4,7 +4,8 @@
     sweet-rl credit-report benchmarks/results/critic_credit_validation.json --kind question
 
 One table per part of the file: what the ground truth holds, every ranker's three figures at each kind of turn,
-the paired differences, the scaling table and the critic variants (each against its untrained start). Figures are
+the paired differences, the scaling table, where each critic's training pairs differ before the answer
+(:mod:`~sweet_trl.study.credit.pair_signal`) and the critic variants (each against its untrained start). Figures are
 means with their 95% intervals resampled by task; top-1 and pick value in points (pick value: the Monte Carlo value
 of the ranker's pick, in points of tests passed), Spearman as a correlation.
 """
@@ -44,6 +45,26 @@ def _figure_cells(entry: Mapping[str, Any] | None, kinds: Sequence[str], signed:
 def _states(entry: Mapping[str, Any] | None, kinds: Sequence[str]) -> str:
     """``"40 / 28"``: the states with a value spread scored at each kind of turn (the figures' denominators)."""
     return " / ".join(str((entry or {}).get(f"{kind}_turns", {}).get("states", "-")) for kind in kinds)
+
+
+def _pair_signal_table(result: Mapping[str, Any]) -> list[str]:
+    """Where each critic's pairs differ before the answer (``pairs_by_what_the_human_told``); a variant's row only
+    where its pairs are not the run's own."""
+    from sweet_trl.study.credit.pair_signal import CLASSES
+
+    entries = [(entry["label"], entry.get("pairs_by_what_the_human_told")) for entry in result.get("scaling", [])]
+    shipped = dict(entries).get("1x")
+    entries += [(f"variant {entry['label']}", entry.get("pairs_by_what_the_human_told"))
+                for entry in result.get("variants", []) if entry.get("pairs_by_what_the_human_told") != shipped]
+    entries = [(label, signal) for label, signal in entries if signal]
+    if not entries:
+        return []
+    lines = ["", "| critic pairs of | pairs | " + " | ".join(name.replace("_", " ") for name in CLASSES) + " |",
+             "| --- | --- |" + " --- |" * len(CLASSES)]
+    for label, signal in entries:
+        cells = [f"{signal['counts'][name]} ({100 * (signal['fractions'][name] or 0):.0f}%)" for name in CLASSES]
+        lines.append(f"| {label} | {signal['pairs']} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def markdown_tables(result: Mapping[str, Any], kinds: Sequence[str] = KINDS) -> str:
@@ -89,6 +110,7 @@ def markdown_tables(result: Mapping[str, Any], kinds: Sequence[str] = KINDS) -> 
         lines += ["", "| critic trained on, minus its untrained start " + header, "| --- " + rule]
         lines += [f"| {entry['label']} | {_figure_cells(entry.get('paired_with_untrained'), kinds, signed=True)} |"
                   for entry in result["scaling"]]
+    lines += _pair_signal_table(result)
     if result.get("variants"):
         lines += ["", "| variant (ranking), minus the untrained start | settings | steps | train loss " + header,
                   "| --- | --- | --- | --- " + rule]
