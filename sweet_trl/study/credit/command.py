@@ -143,6 +143,7 @@ class Credit:
         self.run_dir = study.run_dir
         self.folder = self.run_dir / args.output_name
         self.seconds: dict[str, float] = {}
+        self.made: set[str] = set()  # the parts this run computed (the others were read back from the cache)
 
     def log(self, message: str) -> None:
         print(f"[credit] {message}", file=self.out, flush=True)
@@ -162,6 +163,24 @@ class Credit:
             yield
         finally:
             self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - started, 1)
+
+    def making(self, name: str, make: Any) -> Any:
+        """``make`` (called only when a cached part is computed), noting that ``name`` was computed by this run."""
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.made.add(name)
+            return make(*args, **kwargs)
+        return call
+
+    def seconds_per_part(self) -> dict[str, float]:
+        """This run's seconds for the parts it computed; for a part read back, the seconds of the run that made it
+        (from the folder's last JSON), so that reading a finished folder back keeps what making it took."""
+        path = self.folder / "critic_credit.json"
+        try:
+            earlier = json.loads(path.read_text(encoding="utf-8")).get("seconds", {}) if path.exists() else {}
+        except json.JSONDecodeError:
+            earlier = {}
+        return {name: (seconds if name in self.made or name not in earlier else earlier[name])
+                for name, seconds in self.seconds.items()}
 
     # -- the parts -----------------------------------------------------------------------------------------------
 
@@ -207,8 +226,8 @@ class Credit:
         def backend() -> Any:
             return models.make_backend(gen, policy, name=policy, run=run)
 
-        rows = monte_carlo_values(self.folder / "ground_truth", trajectories, backend, make_env, settings,
-                                  env_id=run.env_id, max_turns=run.max_turns,
+        rows = monte_carlo_values(self.folder / "ground_truth", trajectories, self.making("ground truth", backend),
+                                  make_env, settings, env_id=run.env_id, max_turns=run.max_turns,
                                   sampling=models.sampling_params(gen), num_envs=gen.generation_batch_size,
                                   max_new_tokens=gen.max_new_tokens)
         release()
@@ -240,13 +259,15 @@ class Credit:
             for name, ranking in rankings.items():
                 with self.timed(f"score {name}"):
                     out[name] = scoring.cached_scores(folder, name, {**identity, "ranking": ranking}, rows,
-                                                      partial(lambda r: scoring.critic_ranker(critic(), r), ranking))
+                                                      self.making(f"score {name}", partial(
+                                                          lambda r: scoring.critic_ranker(critic(), r), ranking)))
             if untrained:
                 ranking = rank_args.ranking
                 with self.timed("score untrained_with_c"):
                     out["untrained_with_c"] = scoring.cached_scores(
                         folder, "untrained_with_c", {"base_of": identity["critic"], "ranking": ranking, **values_key},
-                        rows, lambda: scoring.critic_ranker(scoring.untrained_critic(critic(), batch), ranking))
+                        rows, self.making("score untrained_with_c", lambda: scoring.critic_ranker(
+                            scoring.untrained_critic(critic(), batch), ranking)))
             loaded.clear()
             release()
 
@@ -295,8 +316,8 @@ class Credit:
         identity = {"value_function": json.loads((model_dir / "value_function_settings.json").read_text()),
                     **values_key}
         scores = scoring.cached_scores(self.folder / "scores", "value_function", identity, rows,
-                                       lambda: scoring.value_function_ranker(ValueFunctionScorer(model_dir,
-                                                                                              bf16=settings.bf16)))
+                                       self.making("value function", lambda: scoring.value_function_ranker(
+                                           ValueFunctionScorer(model_dir, bf16=settings.bf16))))
         release()
         return scores
 
@@ -309,7 +330,7 @@ class Credit:
         scores = self.scores(rows, policy)
         result = credit_report(rows, scores, self.args, scaling_runs=self.scaling_runs(),
                                variant_runs=self.variant_runs())
-        result["seconds"] = self.seconds
+        result["seconds"] = self.seconds_per_part()
         result["run_dir"] = str(self.run_dir)
         text = json.dumps(result, indent=1)
         self.folder.mkdir(parents=True, exist_ok=True)
