@@ -19,6 +19,12 @@ Usage::
     pairs, stats = build_critic_pairs(load_trajectories("runs/rollouts.jsonl"), **PAIR_RULE_PRESETS["backend"])
     dataset = critic_pair_dataset("runs/rollouts.jsonl", preset="backend")      # a datasets.Dataset
 
+Where a pair's two trajectories differ before the answer (:func:`difference_before_answer`): the same questions
+(their advantages cancel in the critic's score difference), different questions the human answered alike (the answer
+decided), one side told strictly more, or each told something the other was not.
+``build_critic_pairs(..., told_differs_only=True)`` keeps only the pairs whose sides were told different things: a
+diagnostic of question credit (it reads the simulator's replies, which the paper's critic never sees), not a recipe.
+
 Trajectories are read as :func:`sweet_trl.trajectories.load_trajectories` reads them: the latest record of an
 episode wins (an episode re-run by the collector's ``retry_errors``), a partial last line is skipped, and original
 ColBench rows get their ids. Each is read through :class:`sweet_trl.trajectories.Trajectory`; episodes whose policy
@@ -31,11 +37,13 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import re
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from colbench_gym.simulators.base import DONT_KNOW
 from sweet_trl.trajectories import Trajectory, load_trajectories
 
 logger = logging.getLogger(__name__)
@@ -80,11 +88,13 @@ class PairStats:
     tasks_without_pairs: Counter = field(default_factory=Counter)
     min_reward_gap: float = 0.0
     privileged_key: str = "ground_truth"
+    told_alike: int | None = None  # with told_differs_only: the pairs left out, their sides told the same
 
     def summary(self) -> str:
         dropped = ", ".join(f"{k}={v}" for k, v in sorted(self.dropped.items())) or "none"
+        alike = "" if self.told_alike is None else f"; {self.told_alike} pairs told alike left out"
         return (f"{self.pairs} pairs from {self.tasks_with_pairs}/{self.tasks} tasks and {self.trajectories} "
-                f"trajectories; dropped trajectories: {dropped}")
+                f"trajectories; dropped trajectories: {dropped}{alike}")
 
     def why_no_pairs(self) -> str:
         """Why no pair was built, and what to do: every cause that applies, the most common first."""
@@ -151,6 +161,7 @@ def build_critic_pairs(
     max_pairs_per_task: int | None = None,
     privileged_key: str = "ground_truth",
     seed: int = 0,
+    told_differs_only: bool = False,
 ) -> tuple[list[dict[str, Any]], PairStats]:
     """Pair trajectories of the same task with different rewards (see the module docstring for the recipes).
 
@@ -162,6 +173,8 @@ def build_critic_pairs(
         success_reward: reward that counts as success for records without a ``success`` field.
         max_pairs_per_task: keep at most this many pairs per task (a seeded random subset).
         privileged_key: the task field that holds ``c``.
+        told_differs_only: keep only the pairs whose sides the human told different things before the answer
+            (:data:`TOLD_DIFFERS`), counted out in ``stats.told_alike``; a diagnostic, see the module docstring.
 
     Trajectories whose episode, grader or renderer failed, without a reward, without ``c``, without any agent turn
     or with a malformed dialogue (:meth:`~sweet_trl.trajectories.Trajectory.drop_reason`) are dropped and counted
@@ -199,6 +212,10 @@ def build_critic_pairs(
             for (hi_index, hi), (lo_index, lo) in candidates
             if hi.reward - lo.reward >= min_reward_gap and hi.reward > lo.reward
         ]
+        if told_differs_only:
+            kept = [pair for pair in task_pairs if difference_before_answer(pair) in TOLD_DIFFERS]
+            stats.told_alike = (stats.told_alike or 0) + len(task_pairs) - len(kept)
+            task_pairs = kept
         if not task_pairs:
             stats.tasks_without_pairs[_no_pair_cause(group, rule, require_success, success_reward)] += 1
         if max_pairs_per_task is not None and len(task_pairs) > max_pairs_per_task:
@@ -210,6 +227,54 @@ def build_critic_pairs(
         logger.warning("critic pairs: dropped %s", dict(stats.dropped))
     logger.info("critic pairs: %s", stats.summary())
     return pairs, stats
+
+
+DIFFERENCES = ("same_questions", "same_told", "chosen_told_more", "rejected_told_more", "told_different")
+TOLD_DIFFERS = ("chosen_told_more", "rejected_told_more", "told_different")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _messages(side: Any) -> list[Mapping[str, str]]:
+    if isinstance(side, Mapping):
+        side = side.get("dialogue_history", [])
+    return [m for m in side if isinstance(m, Mapping)]
+
+
+def told(dialogue: Sequence[Mapping[str, str]]) -> frozenset[str]:
+    """The sentences the human said after the task's opening message, "I don't know." left out."""
+    replies = [m for m in dialogue if m.get("role") == "user"][1:]
+    return frozenset(sentence for m in replies if m.get("content", "").strip() != DONT_KNOW
+                     for sentence in _SENTENCE_END.split(m.get("content", "").strip()) if sentence)
+
+
+def agent_questions(dialogue: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
+    """The agent's messages before its last (the answer, in an episode that ended with one)."""
+    return tuple(m.get("content", "") for m in dialogue if m.get("role") == "assistant")[:-1]
+
+
+def difference_before_answer(pair: Mapping[str, Any]) -> str:
+    """Where a pair row's sides (``chosen``, ``rejected``: message lists or trajectory records) differ before the
+    answer, one of :data:`DIFFERENCES`:
+
+    - ``same_questions``: the agent's turns before its last are the same messages on both sides; their advantages
+      cancel in the critic's score difference, so the pair says nothing about question turns;
+    - ``same_told``: the questions differ but the human told both sides the same sentences ("I don't know." left
+      out): the answer decided, and the Bradley-Terry loss still moves each side's question credit with its outcome;
+    - ``chosen_told_more`` / ``rejected_told_more``: one side was told everything the other was and more;
+    - ``told_different``: each side was told something the other was not (a model-written human's wording varies,
+      so nearly every pair of such a human lands here).
+    """
+    chosen, rejected = _messages(pair["chosen"]), _messages(pair["rejected"])
+    if agent_questions(chosen) == agent_questions(rejected):
+        return "same_questions"
+    told_chosen, told_rejected = told(chosen), told(rejected)
+    if told_chosen == told_rejected:
+        return "same_told"
+    if told_rejected < told_chosen:
+        return "chosen_told_more"
+    if told_chosen < told_rejected:
+        return "rejected_told_more"
+    return "told_different"
 
 
 def _no_pair_cause(group: list[tuple[int, Trajectory]], rule: str, require_success: bool, success_reward: float

@@ -219,6 +219,10 @@ class CriticPairsArguments:
             At most this many pairs per task (all when `None`).
         pairs_seed (`int`, *optional*, defaults to `0`):
             Seed of the subsampling.
+        told_differs_only (`bool`, *optional*, defaults to `False`):
+            Keep only the pairs whose sides the human told different things before the answer
+            (`sweet_trl.pairs.difference_before_answer`): a diagnostic of question credit, which reads the
+            simulator's replies (the paper's critic never sees them); not a recipe.
         trajectories (`str` or `None`, *optional*, defaults to `None`):
             Pair these trajectories (a JSONL file or folder) instead of those collected in this run.
         push_to_hub (`bool`, *optional*, defaults to `False`):
@@ -230,6 +234,7 @@ class CriticPairsArguments:
     min_reward_gap: float | None = None
     max_pairs_per_task: int | None = None
     pairs_seed: int = 0
+    told_differs_only: bool = False
     trajectories: str | None = None
     push_to_hub: bool = False
 

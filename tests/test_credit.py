@@ -245,8 +245,8 @@ def test_credit_report_prints_every_ranker_difference_and_scaling_row_as_markdow
     import json
 
     from sweet_trl.cli import main
+    from sweet_trl.pairs import DIFFERENCES as CLASSES
     from sweet_trl.study.credit.command import CreditArguments, credit_report
-    from sweet_trl.study.credit.pair_signal import CLASSES
 
     def row(i, kind, values):
         return {"state_id": f"{kind}{i}", "task_id": f"t{i // 2}", "kind": kind, "candidates": ["a", "b", "c"],
@@ -300,7 +300,10 @@ def test_the_noise_ceiling_values_each_candidate_from_disjoint_halves_of_its_con
 def test_pairs_are_classed_by_where_they_differ_before_the_answer(tmp_path):
     import json
 
-    from sweet_trl.study.credit.pair_signal import CLASSES, classify, pair_signal, pair_signal_of_file, told
+    from sweet_trl.pairs import DIFFERENCES as CLASSES
+    from sweet_trl.pairs import difference_before_answer as classify
+    from sweet_trl.pairs import told
+    from sweet_trl.study.credit.pair_signal import pair_signal, pair_signal_of_file
 
     opening = {"role": "user", "content": "Write f. The signature of the function is: def f(x)"}
 

@@ -224,3 +224,28 @@ def test_success_reward_decides_for_original_colbench_rows():
     assert build_critic_pairs(rows, **PAIR_RULE_PRESETS["backend"])[0] == []
     pairs, _ = build_critic_pairs(rows, **PAIR_RULE_PRESETS["backend"], success_reward=0.8)
     assert rewards_of(pairs) == [(0.9, 0.2)]
+
+
+def test_told_differs_only_keeps_the_pairs_whose_sides_the_human_told_different_things():
+    """The diagnostic pair filter: a pair whose sides asked differently but were told the same is left out and
+    counted; the default keeps it, and leaves the stage's fingerprint as it was before the option existed."""
+    from sweet_trl.pairs import difference_before_answer
+    from sweet_trl.pipeline.runner import _without_neutral_additions
+    from sweet_trl.pipeline_config import CriticPairsArguments
+
+    def asked(reward, question, reply):
+        row = record("a", reward, agent=question)
+        row["dialogue_history"][2]["content"] = reply
+        row["dialogue_history"].append({"role": "assistant", "content": "I WANT TO ANSWER:\ndef f():\n    return 5"})
+        return row
+
+    rows = [asked(1.0, "What is the limit?", "The limit is 5."), asked(0.5, "Which limit?", "The limit is 5."),
+            asked(0.0, "Hm?", "I don't know.")]
+    every, stats = build_critic_pairs(rows, **PAIR_RULE_PRESETS["backend"])
+    assert [difference_before_answer(p) for p in every] == ["same_told", "chosen_told_more"]
+    assert stats.told_alike is None and "told alike" not in stats.summary()
+    kept, stats = build_critic_pairs(rows, **PAIR_RULE_PRESETS["backend"], told_differs_only=True)
+    assert rewards_of(kept) == [(1.0, 0.0)] and stats.pairs == 1 and stats.told_alike == 1
+    assert "1 pairs told alike left out" in stats.summary()
+    assert "told_differs_only" not in _without_neutral_additions(CriticPairsArguments())
+    assert _without_neutral_additions(CriticPairsArguments(told_differs_only=True))["told_differs_only"] is True

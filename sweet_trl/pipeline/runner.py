@@ -67,7 +67,8 @@ NEUTRAL_WHEN_ADDED = {"PolicyPairsArguments": {"turns": None}, "CandidateArgumen
                      "MultiTurnDPOConfig": {"nll_coef": 0.0},
                      "WarmStartArguments": {"adapter": None, "warm_start_family": "procedural", "expert_forms": "one"},
                      "BestOfNFinetuneConfig": {"top_fraction": 1.0, "min_score": None}, "EvaluateArguments": {"policy_base": None},
-                     "RankArguments": {"selector": "critic", "selector_seed": 0}}
+                     "RankArguments": {"selector": "critic", "selector_seed": 0},
+                     "CriticPairsArguments": {"told_differs_only": False}}
 
 
 @dataclass

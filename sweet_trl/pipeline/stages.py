@@ -143,7 +143,7 @@ def stage_critic_pairs(ctx: StageContext, args: CriticPairsArguments) -> StageRe
     }
     records = load_trajectories(trajectories_source(ctx, args.trajectories))
     pairs, stats = build_critic_pairs(records, **rule, max_pairs_per_task=args.max_pairs_per_task,
-                                      seed=args.pairs_seed)
+                                      seed=args.pairs_seed, told_differs_only=args.told_differs_only)
     ctx.log(stats.summary())
     if not pairs:
         raise StageError(f"no critic pair: {stats.why_no_pairs()} ({stats.summary()})")
@@ -154,7 +154,8 @@ def stage_critic_pairs(ctx: StageContext, args: CriticPairsArguments) -> StageRe
                 "trajectories": stats.trajectories},
         metrics={"mean_reward_gap": _mean([p["chosen_reward"] - p["rejected_reward"] for p in pairs])},
         outputs={"pairs": out.name},
-        info={"rule": rule, "dropped": dict(stats.dropped)},
+        info={"rule": rule, "dropped": dict(stats.dropped),
+              **({"told_alike_left_out": stats.told_alike} if args.told_differs_only else {})},
     )
 
 

@@ -50,7 +50,7 @@ def _states(entry: Mapping[str, Any] | None, kinds: Sequence[str]) -> str:
 def _pair_signal_table(result: Mapping[str, Any]) -> list[str]:
     """Where each critic's pairs differ before the answer (``pairs_by_what_the_human_told``); a variant's row only
     where its pairs are not the run's own."""
-    from sweet_trl.study.credit.pair_signal import CLASSES
+    from sweet_trl.pairs import DIFFERENCES as CLASSES
 
     entries = [(entry["label"], entry.get("pairs_by_what_the_human_told")) for entry in result.get("scaling", [])]
     shipped = dict(entries).get("1x")
