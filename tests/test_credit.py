@@ -146,17 +146,25 @@ def test_candidate_values_are_exact_for_answers_and_continued_for_questions(held
     # a continuation saw the candidate it continues: the history ends on the human's reply to it
     continued = [h for h in policy.histories if sum(m["role"] == "assistant" for m in h) == 1]
     assert {h[-2]["content"] for h in continued} == {"A magic question?", "A plain question?"}
+    # and each continuation's first reply is kept with its candidate (none for a candidate that ended the episode)
+    heard = {q: {h[-1]["content"] for h in continued if h[-2]["content"] == q}
+             for q in ("A magic question?", "A plain question?")}
+    for row in questions:
+        assert [len(replies) for replies in row["first_replies"]] == [3, 3, 0, 0]
+        assert {*row["first_replies"][0]} <= heard["A magic question?"]
+        assert {*row["first_replies"][1]} <= heard["A plain question?"]
 
     calls = len(policy.histories)
     again = monte_carlo_values(tmp_path / "truth", held_out_records, policy, make_env, settings,
                                env_id="ColBench-Backend-v0", max_turns=2, sampling=None, progress=False)
     assert again == rows and len(policy.histories) == calls  # read back: nothing sampled or played again
 
-    # a ground truth written before returns were kept gets them from its own continuations, without playing any
+    # a ground truth written before returns and first replies were kept gets them from its own continuations,
+    # without playing any
     from sweet_trl.study.critic_eval import write_with_settings
 
     write_with_settings(tmp_path / "truth" / "values.jsonl", settings.to_dict(),
-                        [{k: v for k, v in row.items() if k != "returns"} for row in rows])
+                        [{k: v for k, v in row.items() if k not in ("returns", "first_replies")} for row in rows])
     rebuilt = monte_carlo_values(tmp_path / "truth", held_out_records, policy, make_env, settings,
                                  env_id="ColBench-Backend-v0", max_turns=2, sampling=None, progress=False)
     assert rebuilt == rows and len(policy.histories) == calls
@@ -250,7 +258,8 @@ def test_credit_report_prints_every_ranker_difference_and_scaling_row_as_markdow
 
     def row(i, kind, values):
         return {"state_id": f"{kind}{i}", "task_id": f"t{i // 2}", "kind": kind, "candidates": ["a", "b", "c"],
-                "values": values, "samples": [4, 4, 4], "value_se": [0.1] * 3, "exact": [kind == "answer"] * 3}
+                "values": values, "samples": [4, 4, 4], "value_se": [0.1] * 3, "exact": [kind == "answer"] * 3,
+                "first_replies": [["No."] * 4, ["Yes."] * 4, ["Yes."] * 4]}
 
     rows = [row(i, kind, [0.0, 1.0, 0.5]) for i in range(6) for kind in ("question", "answer")]
     good, bad = [[0.0, 2.0, 1.0]] * len(rows), [[2.0, 0.0, 1.0]] * len(rows)
@@ -271,7 +280,8 @@ def test_credit_report_prints_every_ranker_difference_and_scaling_row_as_markdow
            "+2.00 [+2.00, +2.00] |" in text
     assert "| 3x | 960 | 700 | 6 / 6 | 100.0 [100.0, 100.0] |" in text
     assert "| 3x | 4 | 1 (25%) | 2 (50%) | 1 (25%) | 0 (0%) | 0 (0%) |" in text  # 1x's pairs were not counted
-    assert "| question turns | 6 | 3 | 0 | 3.0 | 6 | 72 | 0.100 |" in text
+    # "a" (0.0) drew "No.", "b" (1.0) and "c" (0.5) "Yes.": 0.375 of each state's 0.5 of spread lies between them
+    assert "| question turns | 6 | 3 | 0 | 3.0 | 6 | 72 | 0.100 | 75% |" in text
     only_questions = main(["credit-report", str(path), "--kind", "question"])
     assert only_questions == 0 and "answer top-1" not in capsys.readouterr().out
     not_credit = tmp_path / "other.json"
@@ -332,3 +342,21 @@ def test_pairs_are_classed_by_where_they_differ_before_the_answer(tmp_path):
     assert signal == pair_signal([*rows, rows[1]])
     assert signal["pairs"] == 6 and signal["counts"]["same_told"] == 2 and signal["fractions"]["same_told"] == 2 / 6
     assert pair_signal([]) == {"pairs": 0, "counts": dict.fromkeys(CLASSES, 0), "fractions": dict.fromkeys(CLASSES)}
+
+
+def test_the_reply_share_is_the_part_of_the_values_spread_between_questions_answered_alike():
+    def state(values, replies, candidates=None):
+        return {"state_id": "s", "task_id": "t", "kind": "question", "values": values, "samples": [2] * len(values),
+                "candidates": candidates or [f"q{i}" for i in range(len(values))],
+                "first_replies": [[reply, reply] if reply else [] for reply in replies]}
+
+    # the reply orders the values exactly: all of the spread is between replies
+    assert metrics.reply_share([state([1.0, 1.0, 0.0], ["Yes.", "Yes.", "No."])]) == {"states": 1, "share": 1.0}
+    # every question drew the same reply: none of it is
+    assert metrics.reply_share([state([1.0, 0.0], ["Yes.", "Yes."])])["share"] == 0.0
+    # copies of one message are one candidate; a state without spread is left out; an answer (no reply) is a group
+    rows = [state([1.0, 0.0, 1.0, 0.5], ["Yes.", "No.", "Yes.", None], ["a", "b", "a", "answer"]),
+            state([0.5, 0.5], ["Yes.", "No."])]
+    # distinct: a 1.0 (Yes.), b 0.0 (No.), answer 0.5 (none): every candidate a group of its own
+    assert metrics.reply_share(rows) == {"states": 1, "share": 1.0}
+    assert metrics.reply_share([{k: v for k, v in rows[0].items() if k != "first_replies"}]) is None

@@ -442,7 +442,8 @@ def credit_report(rows: Sequence[Mapping[str, Any]], scores: Mapping[str, Sequen
 def ground_truth_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """What the ground truth holds per kind of turn: states, distinct candidates (a message sampled twice is one),
     the states whose distinct candidates' values differ (the only ones scored), exact values, continuations played,
-    the mean standard error of an estimated value."""
+    the mean standard error of an estimated value; at question turns, the share of the values' spread that is which
+    reply each question drew (:func:`~sweet_trl.study.credit.metrics.reply_share`)."""
     import math
 
     out = {}
@@ -463,6 +464,9 @@ def ground_truth_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "candidates_without_value": sum(not math.isfinite(v) for r in group for v in r["values"]),
             "mean_value_se": sum(estimated) / len(estimated) if estimated else None,
         }
+        if kind == "question":
+            share = metrics.reply_share(group)
+            out[f"{kind}_turns"]["reply_share"] = None if share is None else share["share"]
     return out
 
 

@@ -169,34 +169,46 @@ def candidate_values(rows: Sequence[Mapping[str, Any]], steps: Sequence[Sequence
     """Each row with ``values``, ``value_se``, ``successes``, ``exact``, ``samples`` and ``returns`` per candidate:
     the reward of a candidate that ended the episode (exact, standard error 0), else the mean return of its
     continuations (those that failed for the infrastructure or whose replay did not reach the recorded state left
-    out; ``returns`` lists them in the order played); nan when none."""
+    out; ``returns`` lists them in the order played); nan when none. ``first_replies``: per candidate, the human's
+    reply to it in each of those continuations (none for a candidate that ended the episode)."""
     from sweet_trl.trajectories import has_infra_error
 
-    returns: dict[tuple[int, int], list[tuple[float, bool]]] = {}
+    returns: dict[tuple[int, int], list[tuple[float, bool, str | None]]] = {}
     for k, owner in enumerate(owners):
         record = records.get(k)
         if record is None or record.get("reward") is None or record.get("replay_mismatch") or has_infra_error(record):
             continue
-        returns.setdefault(owner, []).append((float(record["reward"]), bool(record.get("success"))))
+        reply = _reply_to_candidate(record, len(rows[owner[0]].get("replies", [])))
+        returns.setdefault(owner, []).append((float(record["reward"]), bool(record.get("success")), reply))
     out = []
     for i, row in enumerate(rows):
-        values, errors, successes, exact, samples, played_returns = [], [], [], [], [], []
+        values, errors, successes, exact, samples, played_returns, replies = [], [], [], [], [], [], []
         for j, step in enumerate(steps[i]):
             if step["ended"] and step["reward"] is not None and not step["error"]:
                 values.append(step["reward"]), errors.append(0.0), successes.append(float(step["success"]))
-                exact.append(True), samples.append(1), played_returns.append([step["reward"]])
+                exact.append(True), samples.append(1), played_returns.append([step["reward"]]), replies.append([])
                 continue
             played = returns.get((i, j), [])
-            played_returns.append([r for r, _ in played])
+            played_returns.append([r for r, _, _ in played]), replies.append([reply for _, _, reply in played])
             n = len(played)
-            mean = sum(r for r, _ in played) / n if n else math.nan
-            spread = math.sqrt(sum((r - mean) ** 2 for r, _ in played) / (n - 1) / n) if n > 1 else math.nan
-            values.append(mean), errors.append(spread), successes.append(sum(s for _, s in played) / n if n else
+            mean = sum(r for r, _, _ in played) / n if n else math.nan
+            spread = math.sqrt(sum((r - mean) ** 2 for r, _, _ in played) / (n - 1) / n) if n > 1 else math.nan
+            values.append(mean), errors.append(spread), successes.append(sum(s for _, s, _ in played) / n if n else
                                                                          math.nan)
             exact.append(False), samples.append(n)
         out.append({**row, "values": values, "value_se": errors, "successes": successes, "exact": exact,
-                    "samples": samples, "returns": played_returns})
+                    "samples": samples, "returns": played_returns, "first_replies": replies})
     return out
+
+
+def _reply_to_candidate(record: Mapping[str, Any], replies_before: int) -> str | None:
+    """The human's reply to the candidate in a continuation: its first reply after the state's own."""
+    replies = [m.get("content") for m in record.get("dialogue_history", []) if m.get("role") == "user"][1:]
+    return replies[replies_before] if len(replies) > replies_before else None
+
+
+# what a finished ground truth's rows hold; one made before a field existed gets it from its own files
+CONTINUATION_FIELDS = ("returns", "first_replies")
 
 
 def monte_carlo_values(out_dir: Any, trajectories: Sequence[Mapping[str, Any]], backend: Any,
@@ -214,7 +226,9 @@ def monte_carlo_values(out_dir: Any, trajectories: Sequence[Mapping[str, Any]], 
     out_dir, key = Path(out_dir), settings.to_dict()
     finished = read_with_settings(out_dir / "values.jsonl", key)
     if finished is not None:
-        return finished if all("returns" in row for row in finished) else with_returns(out_dir, finished, settings)
+        if all(name in row for row in finished for name in CONTINUATION_FIELDS):
+            return finished
+        return with_continuation_fields(out_dir, finished, settings)
     _start_folder(out_dir, key)
     policy = backend() if callable(backend) and not hasattr(backend, "generate") else backend
 
@@ -249,10 +263,11 @@ def monte_carlo_values(out_dir: Any, trajectories: Sequence[Mapping[str, Any]], 
     return valued
 
 
-def with_returns(out_dir: Path, rows: Sequence[Mapping[str, Any]], settings: MonteCarloSettings
-                 ) -> list[dict[str, Any]]:
-    """A finished ground truth made before ``returns`` were kept, given them from its own files (its first steps
-    and continuations; the values come out the same) and written back; as it is when those files are gone."""
+def with_continuation_fields(out_dir: Path, rows: Sequence[Mapping[str, Any]], settings: MonteCarloSettings
+                             ) -> list[dict[str, Any]]:
+    """A finished ground truth made before every field of :data:`CONTINUATION_FIELDS` was kept, given them from its
+    own files (its first steps and continuations; the values come out the same) and written back; as it is when
+    those files are gone."""
     from sweet_trl.study.critic_eval import read_with_settings, write_with_settings
     from sweet_trl.trajectories import load_trajectories
 

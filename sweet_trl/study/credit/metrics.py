@@ -221,5 +221,40 @@ def noise_ceiling(rows: Sequence[Mapping[str, Any]], seed: int = 0, samples: int
     return out
 
 
+def reply_share(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """How much of the question values' spread is which reply the question drew: over the states whose distinct
+    candidates' values differ, the share of their spread (sum of squares about each state's mean) that lies between
+    the groups of candidates the human answered alike (``first_replies``: a candidate's most frequent reply). 1 when
+    the reply alone orders the values, 0 when every question drew the same reply. It describes a human whose reply
+    is a function of the question (the offline simulators); a model-written human words each reply its own way, so
+    every candidate is a group of its own and the share is 1. ``None`` without ``first_replies`` or spread."""
+    between = within = 0.0
+    states = 0
+    for row in rows:
+        if "first_replies" not in row:
+            return None
+        groups = _copies_of(row["candidates"]) if "candidates" in row else {i: [i] for i in range(len(row["values"]))}
+        values = distinct_values(row)[0]
+        replies = []
+        for group in groups.values():
+            said = [reply for i in group for reply in row["first_replies"][i] if reply is not None]
+            replies.append(max(set(said), key=said.count) if said else None)
+        pairs = [(value, reply) for value, reply in zip(values, replies) if math.isfinite(value)]
+        if len(pairs) < 2 or max(v for v, _ in pairs) == min(v for v, _ in pairs):
+            continue
+        states += 1
+        mean = sum(v for v, _ in pairs) / len(pairs)
+        by_reply: dict[Any, list[float]] = {}
+        for value, reply in pairs:
+            by_reply.setdefault(reply, []).append(value)
+        for group_values in by_reply.values():
+            group_mean = sum(group_values) / len(group_values)
+            between += len(group_values) * (group_mean - mean) ** 2
+            within += sum((v - group_mean) ** 2 for v in group_values)
+    if not states:
+        return None
+    return {"states": states, "share": between / (between + within)}
+
+
 def _interval(interval: Any) -> dict[str, Any]:
     return {"mean": interval.mean, "low": interval.low, "high": interval.high, "tasks": interval.tasks}

@@ -75,16 +75,17 @@ def markdown_tables(result: Mapping[str, Any], kinds: Sequence[str] = KINDS) -> 
              f"{settings.get('states_per_kind')} states per kind of turn{turns}; held out: {settings.get('held_out')}; "
              f"run `{result.get('run_dir', '?')}`.", "",
              "| ground truth | states | tasks | one message only | distinct candidates (mean) | "
-             "with value spread (scored) | continuations | mean value SE |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "with value spread (scored) | continuations | mean value SE | spread that is the reply |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for kind in kinds:
         truth = result.get("ground_truth", {}).get(f"{kind}_turns", {})
-        mean_distinct, se = truth.get("mean_distinct_candidates"), truth.get("mean_value_se")
+        mean_distinct, se, share = (truth.get(key) for key in ("mean_distinct_candidates", "mean_value_se",
+                                                                "reply_share"))
         lines.append(f"| {kind} turns | {truth.get('states', '-')} | {truth.get('tasks', '-')} | "
                      f"{truth.get('states_with_one_message', '-')} | "
                      f"{'-' if mean_distinct is None else f'{mean_distinct:.1f}'} | "
                      f"{truth.get('states_with_value_spread', '-')} | {truth.get('continuations', '-')} | "
-                     f"{'exact' if se is None else f'{se:.3f}'} |")
+                     f"{'exact' if se is None else f'{se:.3f}'} | {'-' if share is None else f'{100 * share:.0f}%'} |")
     ceiling = {kind: result.get("noise_ceiling", {}).get(f"{kind}_turns") for kind in kinds}
     if any(ceiling.values()):
         lines += ["", "| what the values themselves tell (scored against half the continuations) | states | "
