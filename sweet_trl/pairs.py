@@ -242,14 +242,14 @@ def _messages(side: Any) -> list[Mapping[str, str]]:
 
 def told(dialogue: Sequence[Mapping[str, str]]) -> frozenset[str]:
     """The sentences the human said after the task's opening message, "I don't know." left out."""
-    replies = [m for m in dialogue if m.get("role") == "user"][1:]
-    return frozenset(sentence for m in replies if m.get("content", "").strip() != DONT_KNOW
-                     for sentence in _SENTENCE_END.split(m.get("content", "").strip()) if sentence)
+    replies = [str(m.get("content") or "").strip() for m in dialogue if m.get("role") == "user"][1:]
+    return frozenset(sentence for reply in replies if reply != DONT_KNOW
+                     for sentence in _SENTENCE_END.split(reply) if sentence)
 
 
 def agent_questions(dialogue: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
     """The agent's messages before its last (the answer, in an episode that ended with one)."""
-    return tuple(m.get("content", "") for m in dialogue if m.get("role") == "assistant")[:-1]
+    return tuple(str(m.get("content") or "") for m in dialogue if m.get("role") == "assistant")[:-1]
 
 
 def difference_before_answer(pair: Mapping[str, Any]) -> str:

@@ -325,6 +325,7 @@ def test_pairs_are_classed_by_where_they_differ_before_the_answer(tmp_path):
 
     limit, rule = "The limit is 5.", "A value at the limit counts."
     assert told(side("What limit?", f"{limit} {rule}", "Anything else?", "I don't know.")) == {limit, rule}
+    assert told([opening, {"role": "assistant", "content": "?"}, {"role": "user", "content": None}]) == set()
     cases = {
         "same_questions": (side("What limit?", limit), side("What limit?", limit)),
         "same_told": (side("What limit?", limit), side("Which limit?", limit)),
