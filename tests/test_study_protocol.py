@@ -202,3 +202,18 @@ def test_arms_at_unequal_rounds_are_refused():
 def test_compute_that_cannot_be_compared_is_refused(arms, why):
     with pytest.raises(ProtocolError, match=why):
         check_equal_compute(arms)
+
+
+def test_a_run_records_the_commit_it_started_from_even_if_its_checkout_moves(tmp_path, monkeypatch):
+    """A long run on a fixed worktree that is moved forward for later jobs: the test read (and the fair study's
+    JSON) record the commit of the code the process loaded, asked once, not the checkout's HEAD at the end."""
+    from sweet_trl.study import protocol
+
+    heads = iter([("a" * 40, False), ("b" * 40, False)])
+    monkeypatch.setattr(protocol, "git_state", lambda path=None: next(heads))
+    protocol.running_code_state.cache_clear()
+    try:
+        assert protocol.running_code_state() == ("a" * 40, False)  # asked at the start
+        assert read(tmp_path / "run", commit="detect")["git_commit"] == "a" * 40  # the checkout has moved since
+    finally:
+        protocol.running_code_state.cache_clear()

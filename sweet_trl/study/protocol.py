@@ -37,6 +37,7 @@ Each read in the ledger::
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -51,7 +52,7 @@ LEDGER = Path("protocol") / "test_reads.json"
 LEDGER_VERSION = 1
 VALIDATION_KEYS = ("settings", "figures")
 COMPUTE_FIELDS = ("rounds", "episodes", "candidates_sampled", "gradient_steps")
-# ``commit=`` default of record_test_read: ask git for the commit of the code that runs.
+# ``commit=`` default of record_test_read: ask git for the commit of the code that runs (:func:`running_code_state`).
 DETECT = "detect"
 
 
@@ -81,6 +82,14 @@ def git_state(path: str | os.PathLike | None = None) -> tuple[str | None, bool |
     except (OSError, subprocess.SubprocessError):
         return None, None
     return (commit or None), bool(status.strip())
+
+
+@functools.cache
+def running_code_state() -> tuple[str | None, bool | None]:
+    """:func:`git_state` of this package's checkout when first asked in this process: the code a long run loaded. A
+    run that outlives a move of its checkout (a fixed worktree moved forward for later jobs) still records the
+    commit it started from; the fair study asks at its start."""
+    return git_state()
 
 
 def recorded_reads(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
@@ -204,7 +213,7 @@ def record_test_read(run_dir: str | os.PathLike, arm: str, *, config: Any, valid
         _check_second_read(arm, reads, force)
         earlier = sum(read.get("arm") == arm for read in reads)
         if commit == DETECT:
-            commit, dirty = git_state()
+            commit, dirty = running_code_state()
         else:
             dirty = None
         read = {

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sweet_trl.study.fair.arms import COMPARED_WITH, START, SWEET_VARIANTS
-from sweet_trl.study.protocol import ProtocolError, check_equal_compute, git_state, protocol_summary
+from sweet_trl.study.protocol import ProtocolError, check_equal_compute, protocol_summary, running_code_state
 from sweet_trl.study.results import per_task_rows, policy_entry
 from sweet_trl.study.stats import paired_difference, per_task_means
 
@@ -90,7 +90,7 @@ def fair_results(study: Any) -> dict[str, Any]:
     if equal is not None and "error" not in equal:
         comparisons = {f"{a} - {b}": arm_comparison(tested[a], tested[b], args.bootstrap_samples, args.seed)
                        for a, b in comparison_names(list(tested))}
-    commit, dirty = git_state()
+    commit, dirty = running_code_state()  # the code the study started with
     return {
         "settings": {**asdict(args), "config": str(study.config_path), "run_dir": str(study.run_dir),
                      "git_commit": commit, "git_dirty": dirty},

@@ -33,6 +33,7 @@ from typing import Any
 from sweet_trl.pipeline_config import ConfigError
 from sweet_trl.study.fair.arms import ARMS, START, Arm
 from sweet_trl.study.fair.config import FairStudyArguments
+from sweet_trl.study.protocol import running_code_state
 from sweet_trl.study.runner import WARM_START, Study, merged_policy, parse_section
 
 
@@ -171,6 +172,7 @@ class FairStudy(Study):
 
         if self.args.plan:
             return self.plan()
+        running_code_state()  # the commit the JSON and the test reads record: this one, even if the checkout moves
         arms = [ARMS[name] for name in self.args.arms]
         start_policy = self.start_stages(arms)
         trained: dict[str, dict[int, str]] = {START: {0: start_policy}}
