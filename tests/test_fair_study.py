@@ -110,6 +110,10 @@ def test_sweet_rl_is_compared_with_every_baseline_and_control_on_test_split_by_t
     assert {"rft - start", "best_random - start"} <= set(comparisons)
     saved = json.loads((tiny_fair["root"] / "results" / "fair_study.json").read_text())
     assert saved["comparisons"].keys() == comparisons.keys()
+    # the JSON says whether the study's aim is reached, from the comparison it rests on
+    unseen = comparisons["sweet_best - rft"]["unseen"]
+    assert saved["aim"]["variants"]["sweet_best"]["difference"] == unseen["difference"]
+    assert saved["aim"]["met"] == (unseen["difference"] >= 0.05 and unseen["ci"][0] > 0)
 
 
 def test_fair_report_prints_every_arm_round_and_comparison_as_markdown(tiny_fair, capsys):
@@ -158,7 +162,10 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
         paths.append(str(tiny_fair["root"] / name))
         Path(paths[-1]).write_text(json.dumps(data))
     assert main(["fair-report", *paths, "--pooled"]) == 0
-    assert f"| sweet_best - rft | {expected * 100:+.1f} [" in capsys.readouterr().out.split("### pooled")[1]
+    pooled_text = capsys.readouterr().out.split("### pooled")[1]
+    assert f"| sweet_best - rft | {expected * 100:+.1f} [" in pooled_text
+    assert "\n- seed 0: sweet_best - rft " in pooled_text and "\n- seed 1: sweet_best - rft " in pooled_text
+    assert "\n- on every seed: **" in pooled_text
 
     # files of one seed are parts of one run: joined, they compare as the run's own JSON does
     def part(arms):
@@ -260,3 +267,22 @@ def test_the_fair_study_refuses_bad_configurations(tiny_fair):
                              (["--fair.validation_tasks", str(tiny_fair["root"] / "test.jsonl")], "test tasks")):
         with pytest.raises(ConfigError, match=message):
             run_fair_study(tiny_fair["path"], options, stream=io.StringIO())
+
+
+def test_the_aim_is_met_by_the_best_variant_on_unseen_templates_with_its_interval_above_zero():
+    from sweet_trl.study.fair.report import aim_lines, aim_verdict
+
+    def versus_rft(difference, low, high):
+        return {"unseen": {"difference": difference, "ci": [low, high], "tasks": 32}}
+
+    comparisons = {"sweet - rft": versus_rft(0.031, -0.047, 0.109), "sweet_best - rft": versus_rft(0.06, 0.01, 0.11),
+                   "sweet_best - start": versus_rft(0.5, 0.4, 0.6)}
+    verdict = aim_verdict(comparisons)
+    assert verdict["met"] and verdict["variants"]["sweet_best"]["met"] and not verdict["variants"]["sweet"]["met"]
+    assert not aim_verdict({"sweet_best - rft": versus_rft(0.06, -0.01, 0.11)})["met"]  # interval reaches 0
+    assert not aim_verdict({"sweet_best - rft": versus_rft(0.04, 0.01, 0.07)})["met"]  # above 0, short of 5 points
+    assert aim_verdict({"sweet_best - start": versus_rft(0.5, 0.4, 0.6)}) is None  # no RFT to compare with
+    text = aim_lines({0: verdict, 1: aim_verdict({"sweet_best - rft": versus_rft(0.04, 0.01, 0.07)})})
+    assert "- seed 0: sweet - rft +3.1 [-4.7, +10.9]; sweet_best - rft +6.0 [+1.0, +11.0] (met): **met**" in text
+    assert "- seed 1: sweet_best - rft +4.0 [+1.0, +7.0]: **not met**" in text
+    assert text.endswith("- on every seed: **not met**")

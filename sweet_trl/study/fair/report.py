@@ -15,6 +15,9 @@ from sweet_trl.study.stats import paired_difference, per_task_means
 
 TRAINING_STAGES = ("train_policy", "train_policy_best", "baseline_rft", "baseline_mtdpo")
 PER_TASK_KEYS = ("task_id", "success_rate", "mean_reward", "episodes")
+# What the study is for: SWEET-RL's best variant this far above iterated RFT in success on unseen test templates,
+# its interval excluding 0, on every seed.
+AIM = {"against": "rft", "templates": "unseen", "points": 0.05}
 
 
 def arm_compute(study: Any, arm: str) -> dict[str, Any]:
@@ -76,6 +79,40 @@ def comparison_names(arms: Sequence[str]) -> list[tuple[str, str]]:
     return pairs
 
 
+def aim_verdict(comparisons: Mapping[str, Any]) -> dict[str, Any] | None:
+    """:data:`AIM` on one seed's comparisons: per SWEET-RL variant compared with iterated RFT, its difference on
+    unseen templates and whether it gets there (``met``: at least 5 points, interval above 0); ``met`` overall when
+    the best variant does. ``None`` where no variant meets RFT in these comparisons (a file of later arms alone:
+    ``sweet-rl fair-report --pooled`` joins the files of a seed and says it per seed)."""
+    variants = {}
+    for variant in SWEET_VARIANTS:
+        entry = comparisons.get(f"{variant} - {AIM['against']}")
+        figure = (entry or {}).get(AIM["templates"])
+        if figure is not None:
+            variants[variant] = {**figure, "met": figure["difference"] >= AIM["points"] and figure["ci"][0] > 0}
+    if not variants:
+        return None
+    return {**AIM, "variants": variants, "met": any(v["met"] for v in variants.values())}
+
+
+def aim_lines(verdicts: Mapping[Any, Mapping[str, Any] | None]) -> str:
+    """One line per seed (``verdicts``: seed -> :func:`aim_verdict`) and whether the aim holds on every seed."""
+    lines = [f"Aim: SWEET-RL's best variant at least {AIM['points'] * 100:.0f} points of success above iterated RFT on "
+             f"{AIM['templates']} test templates, interval above 0, on every seed."]
+    for seed, verdict in verdicts.items():
+        if verdict is None:
+            lines.append(f"- seed {seed}: no SWEET-RL variant compared with {AIM['against']} in these files")
+            continue
+        figures = "; ".join(f"{name} - {AIM['against']} {_points(v)}{' (met)' if v['met'] else ''}"
+                            for name, v in verdict["variants"].items())
+        lines.append(f"- seed {seed}: {figures}: **{'met' if verdict['met'] else 'not met'}**")
+    known = [v for v in verdicts.values() if v is not None]
+    if known:
+        every = len(known) == len(verdicts) and all(v["met"] for v in known)
+        lines.append(f"- on every seed: **{'met' if every else 'not met'}**")
+    return "\n".join(lines)
+
+
 def fair_results(study: Any) -> dict[str, Any]:
     args = study.args
     arms = [arm for arm in args.arms if arm not in study.failed]
@@ -101,6 +138,7 @@ def fair_results(study: Any) -> dict[str, Any]:
         "test_per_task": {arm: [{key: row[key] for key in PER_TASK_KEYS} for row in rows]
                           for arm, rows in tested.items()},
         "comparisons": comparisons,
+        "aim": aim_verdict(comparisons),
         "failed": dict(study.failed),
     }
 
@@ -340,6 +378,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(files) < 2:
             raise ValueError("--pooled needs two or more files (seeds to pool, or parts of one run to join)")
         pooled = [pooled_table(pooled_comparisons(files))]
+        by_seed: dict[Any, dict[str, Mapping[str, Any]]] = {}
+        for path, results in files.items():
+            by_seed.setdefault(results.get("settings", {}).get("seed"), {})[path] = results
+        pooled.append(aim_lines({seed: aim_verdict(pooled_comparisons(part)["comparisons"] if len(part) > 1
+                                                   else next(iter(part.values())).get("comparisons", {}))
+                                 for seed, part in by_seed.items()}))
         if args.runs:
             pooled.append(pooled_table(pooled_comparisons(files, per_task_key="validation_per_task"),
                                        "validation (each arm's last round)"))
