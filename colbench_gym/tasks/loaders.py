@@ -10,7 +10,10 @@
   generated one-line tasks for small models (:mod:`colbench_gym.tasks.procedural`; backend only);
 * ``"procedural_multi:train"`` / ``"procedural_multi:validation"`` / ``"procedural_multi:test"`` (and
   ``"procedural_multi:warm_start"``): generated tasks with two or three hidden details, each told only when asked
-  for (:mod:`colbench_gym.tasks.procedural_multi`; backend only).
+  for (:mod:`colbench_gym.tasks.procedural_multi`; backend only);
+* ``"procedural_wide:train"`` / ``"procedural_wide:validation"`` / ``"procedural_wide:test"`` (and
+  ``"procedural_wide:warm_start"``): procedural tasks whose train split draws from 40 templates, procedural's 20 and
+  20 more; the other splits are procedural's own rows (:mod:`colbench_gym.tasks.procedural_wide`; backend only).
 """
 
 from __future__ import annotations
@@ -134,11 +137,17 @@ def resolve_tasks(source: Any = "train", kind: Kind = "backend") -> list[Task]:
             from colbench_gym.tasks.procedural_multi import load_procedural_multi
 
             return parse_rows(load_procedural_multi(text.removeprefix("procedural_multi:")), kind, origin=text)
+        if text.startswith("procedural_wide:"):
+            if kind != "backend":
+                raise ValueError("procedural_wide tasks exist for the backend environment only")
+            from colbench_gym.tasks.procedural_wide import load_procedural_wide
+
+            return parse_rows(load_procedural_wide(text.removeprefix("procedural_wide:")), kind, origin=text)
         if Path(text).exists():
             return load_jsonl(text, kind)
         raise FileNotFoundError(
             f"tasks={text!r} is neither a built-in split {BUILTIN_SPLITS}, 'hub:<split>', 'procedural:<split>', "
-            "'procedural_multi:<split>', nor an existing file"
+            "'procedural_multi:<split>', 'procedural_wide:<split>', nor an existing file"
         )
     if isinstance(source, (BackendTask, FrontendTask, dict)):
         source = [source]
