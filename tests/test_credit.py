@@ -264,11 +264,17 @@ def test_credit_report_prints_every_ranker_difference_and_scaling_row_as_markdow
     rows = [row(i, kind, [0.0, 1.0, 0.5]) for i in range(6) for kind in ("question", "answer")]
     good, bad = [[0.0, 2.0, 1.0]] * len(rows), [[2.0, 0.0, 1.0]] * len(rows)
     scores = {"trained_with_c": good, "untrained_with_c": bad, "scaling:3x": good}
+    three_x = {"pairs": 4, "counts": dict(zip(CLASSES, (1, 2, 1, 0, 0))),
+               "fractions": dict(zip(CLASSES, (0.25, 0.5, 0.25, 0.0, 0.0)))}
+    filtered = {"pairs": 1, "counts": dict(zip(CLASSES, (0, 0, 1, 0, 0))),
+                "fractions": dict(zip(CLASSES, (0.0, 0.0, 1.0, 0.0, 0.0)))}
     result = credit_report(rows, scores, CreditArguments(bootstrap_samples=100),
                            scaling_runs={"1x": {"trajectories": 320, "critic_pairs": 236},
-                                         "3x": {"trajectories": 960, "critic_pairs": 700, "pairs_by_what_the_human_told":
-                                                {"pairs": 4, "counts": dict(zip(CLASSES, (1, 2, 1, 0, 0))),
-                                                 "fractions": dict(zip(CLASSES, (0.25, 0.5, 0.25, 0.0, 0.0)))}}})
+                                         "3x": {"trajectories": 960, "critic_pairs": 700,
+                                                "pairs_by_what_the_human_told": three_x}},
+                           variant_runs={"beta1": {"pairs_by_what_the_human_told": three_x},  # pairs shown above
+                                         "filtered": {"pairs_by_what_the_human_told": filtered},
+                                         "filtered_beta1": {"pairs_by_what_the_human_told": filtered}})
     path = tmp_path / "critic_credit.json"
     path.write_text(json.dumps(result))
     assert main(["credit-report", str(path)]) == 0
@@ -280,6 +286,9 @@ def test_credit_report_prints_every_ranker_difference_and_scaling_row_as_markdow
            "+2.00 [+2.00, +2.00] |" in text
     assert "| 3x | 960 | 700 | 6 / 6 | 100.0 [100.0, 100.0] |" in text
     assert "| 3x | 4 | 1 (25%) | 2 (50%) | 1 (25%) | 0 (0%) | 0 (0%) |" in text  # 1x's pairs were not counted
+    # a variant's pairs get a row only when no row above holds the same pairs
+    assert "| variant filtered | 1 | 0 (0%) | 0 (0%) | 1 (100%) |" in text
+    assert "variant beta1 |" not in text and "variant filtered_beta1 |" not in text
     # "a" (0.0) drew "No.", "b" (1.0) and "c" (0.5) "Yes.": 0.375 of each state's 0.5 of spread lies between them
     assert "| question turns | 6 | 3 | 0 | 3.0 | 6 | 72 | 0.100 | 75% |" in text
     only_questions = main(["credit-report", str(path), "--kind", "question"])

@@ -49,13 +49,14 @@ def _states(entry: Mapping[str, Any] | None, kinds: Sequence[str]) -> str:
 
 def _pair_signal_table(result: Mapping[str, Any]) -> list[str]:
     """Where each critic's pairs differ before the answer (``pairs_by_what_the_human_told``); a variant's row only
-    where its pairs are not the run's own."""
+    where its pairs differ from every row above (most variants train on the run's own pairs)."""
     from sweet_trl.pairs import DIFFERENCES as CLASSES
 
     entries = [(entry["label"], entry.get("pairs_by_what_the_human_told")) for entry in result.get("scaling", [])]
-    shipped = dict(entries).get("1x")
-    entries += [(f"variant {entry['label']}", entry.get("pairs_by_what_the_human_told"))
-                for entry in result.get("variants", []) if entry.get("pairs_by_what_the_human_told") != shipped]
+    for entry in result.get("variants", []):
+        signal = entry.get("pairs_by_what_the_human_told")
+        if signal not in [earlier for _, earlier in entries]:
+            entries.append((f"variant {entry['label']}", signal))
     entries = [(label, signal) for label, signal in entries if signal]
     if not entries:
         return []
