@@ -286,3 +286,37 @@ def test_the_aim_is_met_by_the_best_variant_on_unseen_templates_with_its_interva
     assert "- seed 0: sweet - rft +3.1 [-4.7, +10.9]; sweet_best - rft +6.0 [+1.0, +11.0] (met): **met**" in text
     assert "- seed 1: sweet_best - rft +4.0 [+1.0, +7.0]: **not met**" in text
     assert text.endswith("- on every seed: **not met**")
+
+
+def test_fair_report_versus_compares_the_same_arms_of_two_runs_task_by_task(tiny_fair, capsys):
+    """Two runs that differ in one thing (the train templates, say), read on the same test tasks: each shared arm,
+    the second run's against the first's, paired by task; other tasks or other compute are refused."""
+    import copy
+
+    from sweet_trl.cli import main
+    from sweet_trl.study.fair.report import versus_comparisons
+
+    base = json.loads((tiny_fair["root"] / "results" / "fair_study.json").read_text())
+    other = copy.deepcopy(base)
+    for row in other["test_per_task"]["rft"]:
+        row["success_rate"] = 1.0  # the changed run's RFT succeeds everywhere
+    del other["test_per_task"]["best_random"]  # an arm the second run did not run
+    versus = versus_comparisons(base, other, samples=200)
+    assert "best_random" not in versus and versus["start"]["success"]["difference"] == 0.0
+    rows = base["test_per_task"]["rft"]
+    expected = sum(1.0 - r["success_rate"] for r in rows) / len(rows)
+    assert versus["rft"]["success"]["difference"] == pytest.approx(expected)
+    paths = [tiny_fair["root"] / "first.json", tiny_fair["root"] / "wide.json"]
+    for path, data in zip(paths, (base, other)):
+        path.write_text(json.dumps(data))
+    assert main(["fair-report", *map(str, paths), "--versus"]) == 0
+    assert f"| rft: wide - first | {expected * 100:+.1f} [" in capsys.readouterr().out.split("### versus")[1]
+    moved = copy.deepcopy(other)
+    moved["test_per_task"]["rft"] = moved["test_per_task"]["rft"][1:]
+    with pytest.raises(ValueError, match="read other test tasks"):
+        versus_comparisons(base, moved)
+    spent = copy.deepcopy(other)
+    spent["arms"]["rft"]["gradient_steps"] += 1
+    with pytest.raises(ValueError, match="spent other compute"):
+        versus_comparisons(base, spent)
+    assert main(["fair-report", str(paths[0]), "--versus"]) == 2  # two files, not one

@@ -340,9 +340,29 @@ def pooled_table(pooled: Mapping[str, Any], where: str = "test") -> str:
     return comparisons_table(pooled["comparisons"], f"on {where}, {label}")
 
 
+def versus_comparisons(base: Mapping[str, Any], other: Mapping[str, Any], samples: int = 10_000, seed: int = 0
+                       ) -> dict[str, Any]:
+    """The arms two runs share, each run's against the other's on the same test tasks: ``other - base`` per arm,
+    paired by task (a run that changed one thing, the train templates say, against the run it changed). Refused
+    (``ValueError``) when the runs read other test tasks, an arm spent other compute, or no arm is in both."""
+    rows_a, rows_b = base.get("test_per_task") or {}, other.get("test_per_task") or {}
+    arms = [arm for arm in rows_a if arm in rows_b]
+    if not arms:
+        raise ValueError("the two files share no arm with per-task test figures: nothing to compare")
+    for arm in arms:
+        if {r["task_id"] for r in rows_a[arm]} != {r["task_id"] for r in rows_b[arm]}:
+            raise ValueError(f"arm {arm} read other test tasks in the two runs: a paired comparison needs the same")
+        spent_a, spent_b = ({k: v for k, v in f.get("arms", {}).get(arm, {}).items() if k != "stage_seconds"}
+                            for f in (base, other))
+        if spent_a and spent_b and spent_a != spent_b:
+            raise ValueError(f"arm {arm} spent other compute in the two runs: {spent_a} against {spent_b}")
+    return {arm: arm_comparison(rows_b[arm], rows_a[arm], samples, seed) for arm in arms}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``sweet-rl fair-report FAIR_STUDY_JSON... [--pooled]``: each file's tables, one after another; with
-    ``--pooled``, then the comparisons of every seed pooled task by task."""
+    """``sweet-rl fair-report FAIR_STUDY_JSON... [--pooled] [--versus]``: each file's tables, one after another; with
+    ``--pooled``, then the comparisons of every seed pooled task by task; with ``--versus`` (two files of two runs),
+    each arm they share, the second run's against the first's."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="sweet-rl fair-report",
@@ -352,6 +372,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pooled", action="store_true",
                         help="also pool the seeds task by task (each arm's per-task success averaged over seeds); "
                              "files of one seed are joined first (a run's later arms in a file of their own)")
+    parser.add_argument("--versus", action="store_true",
+                        help="two files of two runs (one changed thing, the train templates say): each arm they share, "
+                             "the second run's against the first's, paired by task on the same test tasks")
     parser.add_argument("--runs", nargs="+", default=[],
                         help="each file's run folder, in the same order (a file records its own as settings.run_dir): "
                              "adds the comparisons on validation (each arm's last round); a file written before "
@@ -374,6 +397,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                 "on validation (each arm's last round)")
         files[path] = results
         texts.append(f"### {path}\n\n{text}")
+    if args.versus:
+        if len(files) != 2:
+            raise ValueError("--versus compares two files: the run changed, then the run it was changed from")
+        (name_a, base), (name_b, other) = files.items()
+        table = comparisons_table({f"{arm}: {Path(name_b).stem} - {Path(name_a).stem}": entry
+                                   for arm, entry in versus_comparisons(base, other).items()},
+                                  f"on test, {name_b} against {name_a}")
+        texts.append("### versus\n\n" + table)
     if args.pooled:
         if len(files) < 2:
             raise ValueError("--pooled needs two or more files (seeds to pool, or parts of one run to join)")
