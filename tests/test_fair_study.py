@@ -296,7 +296,7 @@ def test_fair_report_versus_compares_the_same_arms_of_two_runs_task_by_task(tiny
     from sweet_trl.cli import main
     from sweet_trl.study.fair.report import versus_comparisons
 
-    base = json.loads((tiny_fair["root"] / "results" / "fair_study.json").read_text())
+    base = json.loads(json.dumps(tiny_fair["results"]))  # the fixture's study (later tests rerun parts of it)
     other = copy.deepcopy(base)
     for row in other["test_per_task"]["rft"]:
         row["success_rate"] = 1.0  # the changed run's RFT succeeds everywhere
