@@ -62,6 +62,9 @@ def test_the_commit_is_asked_of_git_where_there_is_one(tmp_path):
         pytest.skip("not a git checkout")
     commit, dirty = git_state(repo)
     assert commit == head.stdout.strip() and isinstance(dirty, bool)
+    from sweet_trl.study import protocol
+
+    protocol.running_code_state.cache_clear()  # asked once per process: an earlier test may have asked before a commit
     assert read(tmp_path / "run", commit="detect")["git_commit"] == git_state()[0] == commit
     assert git_state(tmp_path) == (None, None)  # no checkout: recorded as unknown, not an error
 
