@@ -50,6 +50,17 @@ def run_call(source: str, call: str) -> Any:
     return eval(compile(call, "<test>", "eval"), namespace)
 
 
+def outputs(source: str, row: dict[str, Any]) -> list[Any]:
+    """What ``source`` returns for each of the row's test calls; a call that raises counts as a failed test."""
+    got = []
+    for call in row["test_cases"].values():
+        try:
+            got.append(run_call(source, call))
+        except Exception:  # noqa: BLE001 - a crash is a failed test
+            got.append(object())
+    return got
+
+
 def test_sizes_templates_and_parts():
     assert len(TRAIN) == 400 and len(TEST) == 80
     assert len(TRAIN_TEMPLATES) >= 20 and len(UNSEEN_TEMPLATES) >= 5
@@ -113,12 +124,7 @@ def test_a_guessed_hidden_value_fails_a_test(row):
             if other == values[name]:
                 continue
             guess = template.code.format(**{**values, name: other})
-            got = []
-            for call in row["test_cases"].values():
-                try:
-                    got.append(run_call(guess, call))
-                except Exception:  # noqa: BLE001 - a crash is a failed test
-                    got.append(object())
+            got = outputs(guess, row)
             assert got != expected, f"guessing {name}={other!r} instead of {values[name]!r} passes every test"
 
 

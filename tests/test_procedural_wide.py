@@ -17,7 +17,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from test_procedural_tasks import run_call
+from test_procedural_tasks import outputs
 from test_procedural_tasks import test_row_format_and_reference as check_row_format_and_reference
 
 import colbench_gym  # noqa: F401 - registers the environments
@@ -53,16 +53,6 @@ def values_of(row: dict[str, Any]) -> dict[str, Any]:
         if template.row(values, split, "x")["ground_truth"] == row["ground_truth"]:
             return values
     raise AssertionError(f"{row['task_id']}: no values of its template make it")
-
-
-def outputs(source: str, row: dict[str, Any]) -> list[Any]:
-    got = []
-    for call in row["test_cases"].values():
-        try:
-            got.append(run_call(source, call))
-        except Exception:  # noqa: BLE001 - a crash is a failed test
-            got.append(object())
-    return got
 
 
 # -- the splits ------------------------------------------------------------------------------------------------------
