@@ -10,6 +10,10 @@ import pytest
 from helpers_tiny_models import save_tiny_model
 from test_study import ScriptedAnswers, tiny_run_config
 
+# The module's fixture runs the fair study's arms for two rounds (75 s on one 2-core machine; CI machines run up to
+# four times slower): more room than the suite's 600-s timeout, which is there to stop hangs.
+pytestmark = pytest.mark.timeout(1200)
+
 ARMS = ["sweet_best", "sweet_true", "rft", "best_random", "best_untrained"]
 
 

@@ -22,6 +22,10 @@ from helpers_tiny_models import save_tiny_model
 from sweet_trl.study.critic_eval import best_of_n_selection, pair_order_by_gap, score_turns, stored_rankers
 from sweet_trl.study.stats import bootstrap_mean, paired_difference
 
+# The module's fixture runs a whole two-round study of every method: 2.5 minutes on one 2-core machine, over 10 on a
+# CI machine four times slower. The suite's 600-s timeout is there to stop hangs, not this.
+pytestmark = pytest.mark.timeout(1800)
+
 # ---------------------------------------------------------------------------------------------------------------
 # Statistics
 
