@@ -22,7 +22,7 @@ from helpers_tiny_models import save_tiny_model
 from sweet_trl.study.critic_eval import best_of_n_selection, pair_order_by_gap, score_turns, stored_rankers
 from sweet_trl.study.stats import bootstrap_mean, paired_difference
 
-# The module's fixture runs a whole two-round study of every method: 2.5 minutes on one 2-core machine, over 10 on a
+# The module's fixture runs a whole two-round study of every method: 2 minutes on one 2-core machine, up to 8 on a
 # CI machine four times slower. The suite's 600-s timeout is there to stop hangs, not this.
 pytestmark = pytest.mark.timeout(1800)
 
@@ -408,6 +408,9 @@ def test_study_writes_json_report_and_critic_judgement_and_resumes(tiny_study):
     assert "<section id='study'>" in report and "sweet_no_privileged" in report and "<svg" in report
     assert "its pick succeeds %" in report and f"Any candidate succeeds on {selection['turns_with_a_success']} of 3" in report
     assert "Paired differences" in tiny_study["first"]
+    # study.json after every method, the report (seconds of figures) once, when the study is done
+    assert tiny_study["first"].count("[report] ") == 1 and tiny_study["second"].count("[report] ") == 1
+    assert tiny_study["first"].count("Paired differences") > 1
     # a second call reruns nothing and gives the same numbers
     assert tiny_study["second"].count("skipped") >= 20 and "running" not in tiny_study["second"].replace(
         "running again", "")
@@ -722,7 +725,7 @@ def test_a_method_that_cannot_run_is_recorded_and_the_others_go_on(tmp_path, mon
     monkeypatch.setattr(study_results, "study_results",
                         lambda s, c, wall_seconds: seen.update(failed=dict(s.failed), writes=seen.get("writes", 0) + 1)
                         or {})
-    monkeypatch.setattr(study_results, "write_results", lambda s, r: None)
+    monkeypatch.setattr(study_results, "write_results", lambda s, r, report: None)
     study.run()
     assert seen["failed"] == {"rft": "no trajectory with reward >= 0.5 to imitate"}
     assert "evaluate/rft" not in calls and "evaluate/mtdpo" in calls and "evaluate/sweet_no_privileged" in calls

@@ -213,7 +213,8 @@ def _answer_turn_lines(answer_turns: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def write_results(study: Any, results: dict[str, Any]) -> Path:
+def write_results(study: Any, results: dict[str, Any], report: bool = True) -> Path:
+    """``study.json`` (and the results path's copy) and the table; with ``report``, the run's HTML report too."""
     path = study.run_dir / "study.json"
     path.write_text(json.dumps(results, indent=1), encoding="utf-8")
     if study.args.results_path:
@@ -221,6 +222,8 @@ def write_results(study: Any, results: dict[str, Any]) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
     print("\n" + format_table(results), file=study.out, flush=True)
+    if not report:
+        return path
     from sweet_trl.pipeline import write_report
     from sweet_trl.pipeline_config import ReportArguments
 

@@ -238,12 +238,13 @@ class Study:
             previous = self.run_dir / f"{folder}{round_index}"
 
     def write(self, final: bool = False) -> dict[str, Any]:
-        """``study.json`` (and the report) from every evaluation so far."""
+        """``study.json`` from every evaluation so far; the HTML report once the study is done (its figures take
+        seconds to draw, each time: ``sweet-rl report`` draws it from a study stopped half-way)."""
         from sweet_trl.study.results import study_results, write_results
 
         results = study_results(self, self.critic_selection, wall_seconds=time.perf_counter() - self.started)
         results["complete"] = final
-        write_results(self, results)
+        write_results(self, results, report=final)
         return results
 
     def method(self, name: str, steps: Callable[[], Any]) -> None:
