@@ -100,6 +100,7 @@ def test_each_round_is_read_on_validation_and_each_arm_reads_the_test_tasks_once
     ledger = json.loads((run / "protocol" / "test_reads.json").read_text())
     assert {read["arm"] for read in ledger["reads"]} == {"start", *ARMS}
     assert all(read["test_tasks"].endswith("test.jsonl") and read["git_commit"] for read in ledger["reads"])
+    assert protocol["read_commits"] == {read["arm"]: read["git_commit"] for read in ledger["reads"]}
     for name in ["start", *ARMS]:
         entry = results["test"][name]
         assert entry["tasks"] == 4 and entry["episodes"] == 8 and set(entry["parts"]) == {"seen", "unseen"}
@@ -136,6 +137,13 @@ def test_fair_report_prints_every_arm_round_and_comparison_as_markdown(tiny_fair
         assert f"| {name} | {entry['success']['difference'] * 100:+.1f} [" in text
     for arm, spent in results["arms"].items():
         assert f"| {arm} | {spent['rounds']} | {spent['episodes']} | {spent['candidates_sampled']} |" in text
+    commit = results["settings"]["git_commit"]
+    assert "rft 1," in text and "(at " not in text  # every read made by the code that wrote the file
+    # read back by later code: the file's commit is the reader's, each read keeps its own and the tables say so
+    later = tiny_fair["root"] / "read_back.json"
+    later.write_text(json.dumps({**results, "settings": {**results["settings"], "git_commit": "0" * 40}}))
+    assert main(["fair-report", str(later)]) == 0
+    assert f"rft 1 (at {commit[:7]})," in capsys.readouterr().out
     not_a_study = tiny_fair["root"] / "not_a_study.json"
     not_a_study.write_text("{}")
     assert main(["fair-report", str(not_a_study)]) == 2

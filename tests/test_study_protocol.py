@@ -92,7 +92,7 @@ def test_a_forced_read_is_recorded_as_forced_next_to_the_first(tmp_path):
     assert (third["read"], third["forced"]) == (3, True)
     assert recorded_reads(tmp_path)[:2] == [first, second]
     assert protocol_summary(tmp_path) == {"validation": {"sweet": CHOSEN}, "test_reads": {"sweet": 3},
-                                          "forced_reads": {"sweet": 2}}
+                                          "forced_reads": {"sweet": 2}, "read_commits": {"sweet": "c0ffee"}}
     # force on an arm's first read is an ordinary first read
     assert read(tmp_path, "mtdpo", force=True)["forced"] is False
 
@@ -152,14 +152,15 @@ def test_an_unreadable_ledger_is_refused_not_replaced(tmp_path):
 
 
 def test_the_summary_of_a_run_without_reads_is_empty(tmp_path):
-    assert protocol_summary(tmp_path) == {"validation": {}, "test_reads": {}, "forced_reads": {}}
+    assert protocol_summary(tmp_path) == {"validation": {}, "test_reads": {}, "forced_reads": {}, "read_commits": {}}
     read(tmp_path, "sweet")
     later = {**CHOSEN, "settings": {"rounds": 2, "learning_rate": 3e-5}}
     read(tmp_path, "sweet", validation=later, force=True)
-    read(tmp_path, "rft")
+    read(tmp_path, "rft", commit="beef")
     assert protocol_summary(tmp_path) == {"validation": {"sweet": later, "rft": CHOSEN},
                                           "test_reads": {"sweet": 2, "rft": 1},
-                                          "forced_reads": {"sweet": 1, "rft": 0}}
+                                          "forced_reads": {"sweet": 1, "rft": 0},
+                                          "read_commits": {"sweet": "c0ffee", "rft": "beef"}}
 
 
 def _record_one(run_dir: str, arm: str) -> None:

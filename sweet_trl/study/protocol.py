@@ -237,16 +237,19 @@ def record_test_read(run_dir: str | os.PathLike, arm: str, *, config: Any, valid
 def protocol_summary(run_dir: str | os.PathLike) -> dict[str, Any]:
     """What the study JSON reports of the protocol: ``{"validation": {arm: record}, "test_reads": {arm: count},
     "forced_reads": {arm: count}}``, each arm's validation record from its latest read (the one whose figures the
-    study reports)."""
+    study reports), and ``"read_commits": {arm: commit}``, the code of that read: a study read back later by other
+    code (its JSON's ``settings.git_commit``) still says which code made each arm's figures."""
     validation: dict[str, Any] = {}
     counts: dict[str, int] = {}
     forced: dict[str, int] = {}
+    commits: dict[str, Any] = {}
     for read in recorded_reads(run_dir):
         arm = str(read.get("arm"))
         validation[arm] = read.get("validation")
         counts[arm] = counts.get(arm, 0) + 1
         forced[arm] = forced.get(arm, 0) + bool(read.get("forced"))
-    return {"validation": validation, "test_reads": counts, "forced_reads": forced}
+        commits[arm] = read.get("git_commit")
+    return {"validation": validation, "test_reads": counts, "forced_reads": forced, "read_commits": commits}
 
 
 def check_equal_compute(arms: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

@@ -127,7 +127,7 @@ def fair_results(study: Any) -> dict[str, Any]:
     if equal is not None and "error" not in equal:
         comparisons = {f"{a} - {b}": arm_comparison(tested[a], tested[b], args.bootstrap_samples, args.seed)
                        for a, b in comparison_names(list(tested))}
-    commit, dirty = running_code_state()  # the code the study started with
+    commit, dirty = running_code_state()  # the code that writes this file; each test read's: protocol.read_commits
     return {
         "settings": {**asdict(args), "config": str(study.config_path), "run_dir": str(study.run_dir),
                      "git_commit": commit, "git_dirty": dirty},
@@ -193,6 +193,12 @@ def _points(entry: Mapping[str, Any] | None) -> str:
     return f"{entry['difference'] * 100:+.1f} [{low * 100:+.1f}, {high * 100:+.1f}]"
 
 
+def _read_at(results: Mapping[str, Any], arm: str) -> str:
+    """`` (at <commit>)`` where an arm's test read was made by other code than the file's (a study read back later)."""
+    commit = results.get("protocol", {}).get("read_commits", {}).get(arm)
+    return f" (at {commit[:7]})" if commit and commit != results.get("settings", {}).get("git_commit") else ""
+
+
 def markdown_tables(results: Mapping[str, Any]) -> str:
     """A fair study's JSON as the Markdown tables RESULTS.md quotes: success on validation by arm and round (seen /
     unseen templates in brackets), each arm's compute, its one test read, and the comparisons on test."""
@@ -203,8 +209,8 @@ def markdown_tables(results: Mapping[str, Any]) -> str:
     lines = [f"Seed {settings.get('seed')}, `{Path(str(settings.get('config', '?'))).name}`, commit "
              f"{str(settings.get('git_commit', '?'))[:7]}{' (dirty)' if settings.get('git_dirty') else ''}; "
              f"validation `{settings.get('validation_tasks')}`; test reads: "
-             + (", ".join(f"{arm} {n}" for arm, n in results.get("protocol", {}).get("test_reads", {}).items())
-                or "none") + ".", "",
+             + (", ".join(f"{arm} {n}{_read_at(results, arm)}"
+                          for arm, n in results.get("protocol", {}).get("test_reads", {}).items()) or "none") + ".", "",
              "| validation success, % (seen / unseen) | " + " | ".join(f"round {r}" for r in rounds) + " |",
              "| --- |" + " --- |" * len(rounds)]
     for arm, entries in validation.items():
