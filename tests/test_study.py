@@ -821,7 +821,7 @@ def test_credit_scores_every_critic_against_monte_carlo_returns_and_resumes(tiny
     assert own["ground_truth"] == result["ground_truth"]  # the same states, replayed from the episodes' own tasks
     assert again == {**result, "seconds": again["seconds"]}
     # read back, every part keeps the seconds of the run that made it
-    assert again["seconds"] == result["seconds"] and result["seconds"]["ground truth"] > 0.5
+    assert again["seconds"] == result["seconds"] and result["seconds"]["ground truth"] > 0  # measured, not a read-back's zero
     assert json.loads((tmp_path / "credit.json").read_text())["rankers"].keys() == result["rankers"].keys()
     truth = result["ground_truth"]
     assert truth["question_turns"]["states"] == 3 and truth["answer_turns"]["states"] == 3
