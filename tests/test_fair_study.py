@@ -189,6 +189,25 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
     assert joined["seeds"] == [0] and joined["comparisons"].keys() == results["comparisons"].keys()
     for name, entry in joined["comparisons"].items():
         assert entry["success"] == results["comparisons"][name]["success"], name
+    # ... and written as one file: every arm, the comparisons of them all, each read's commit, the aim
+    core, later = tiny_fair["root"] / "core.json", tiny_fair["root"] / "later.json"
+    core.write_text(json.dumps(part(["start", "sweet_best", "rft"])))
+    later.write_text(json.dumps({**part(["start", "best_random", "best_untrained", "sweet_true"]),
+                                 "settings": {**results["settings"], "git_commit": "f" * 40}}))
+    out = tiny_fair["root"] / "joined" / "seed0.json"
+    assert main(["fair-report", str(core), str(later), "--join", str(out)]) == 0
+    assert f"### joined into {out}" in capsys.readouterr().out
+    whole = json.loads(out.read_text())
+    assert whole["arms"] == results["arms"] and whole["test_per_task"] == per_task and whole["test"] == results["test"]
+    assert whole["comparisons"].keys() == results["comparisons"].keys() and whole["aim"] == results["aim"]
+    for name, entry in whole["comparisons"].items():
+        assert entry["success"]["difference"] == results["comparisons"][name]["success"]["difference"], name
+    assert whole["protocol"]["test_reads"] == results["protocol"]["test_reads"]
+    assert [(f["file"], f["git_commit"]) for f in whole["settings"]["joined_from"]] == [
+        (str(core), results["settings"]["git_commit"]), (str(later), "f" * 40)]
+    assert main(["fair-report", str(out)]) == 0 and "| sweet_best - best_random |" in capsys.readouterr().out
+    assert main(["fair-report", *paths, "--join", str(out)]) == 2  # two seeds: pooled, never joined
+    assert "a joined file holds one seed's run; these files are of seeds [0, 1]" in capsys.readouterr().err
     conflicting = part(["start", "best_random"])
     conflicting["test_per_task"]["start"] = [{**row, "success_rate": 1.0} for row in per_task["start"]]
     with pytest.raises(ValueError, match="files of one seed must be parts of one run"):

@@ -332,6 +332,44 @@ def pooled_comparisons(files: Mapping[str, Mapping[str, Any]], samples: int = 10
                             for a, b in comparison_names(arms)}}
 
 
+def joined_results(files: Mapping[str, Mapping[str, Any]], samples: int = 10_000, seed: int = 0) -> dict[str, Any]:
+    """One fair study's JSON from the files of one seed's run (later arms run into files of their own): every arm's
+    compute, protocol, test figures and failures, and the comparisons of all its arms, paired by task, as
+    :func:`pooled_comparisons` joins them (refused, ``ValueError``, where it refuses, or for files of several seeds).
+    ``settings`` are the first file's, with ``joined_from``: each file, its commit and its arms."""
+    seeds = {results.get("settings", {}).get("seed") for results in files.values()}
+    if len(seeds) != 1:
+        raise ValueError(f"a joined file holds one seed's run; these files are of seeds {sorted(seeds, key=str)}")
+    comparisons = pooled_comparisons(files, samples, seed)["comparisons"]
+    parts = list(files.values())
+
+    def union(*keys: str) -> dict[str, Any]:
+        joined: dict[str, Any] = {}
+        for results in parts:
+            value: Any = results
+            for key in keys:
+                value = (value or {}).get(key)
+            joined.update(value or {})
+        return joined
+
+    arms = union("arms")
+    try:
+        compute = check_equal_compute({arm: {k: v for k, v in spent.items() if k != "stage_seconds"}
+                                       for arm, spent in arms.items()}) if arms else None
+    except ProtocolError as err:
+        raise ValueError(f"the files' arms were not run at equal compute: {err}") from err
+    protocol_keys = sorted({key for results in parts for key in results.get("protocol", {})})
+    return {
+        "settings": {**parts[0].get("settings", {}),
+                     "joined_from": [{"file": str(path), "git_commit": results.get("settings", {}).get("git_commit"),
+                                      "arms": list(results.get("arms", {}))} for path, results in files.items()]},
+        "protocol": {key: union("protocol", key) for key in protocol_keys},
+        "arms": arms, "compute": compute,
+        "test": union("test"), "test_per_task": union("test_per_task"),
+        "comparisons": comparisons, "aim": aim_verdict(comparisons), "failed": union("failed"),
+    }
+
+
 def comparisons_table(comparisons: Mapping[str, Any], title: str) -> str:
     lines = [f"| {title}, points of success | all | seen | unseen |", "| --- | --- | --- | --- |"]
     for name, entry in comparisons.items():
@@ -385,6 +423,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="each file's run folder, in the same order (a file records its own as settings.run_dir): "
                              "adds the comparisons on validation (each arm's last round); a file written before "
                              "per-task test figures were kept takes them from its run's test-read ledger")
+    parser.add_argument("--join", metavar="OUT",
+                        help="write the files of one seed's run (its later arms in files of their own) as one fair "
+                             "study JSON to OUT: every arm, and the comparisons of them all")
     args = parser.parse_args(argv)
     if args.runs and len(args.runs) != len(args.results):
         raise ValueError(f"--runs names {len(args.runs)} folders for {len(args.results)} files: one per file")
@@ -411,6 +452,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    for arm, entry in versus_comparisons(base, other).items()},
                                   f"on test, {name_b} against {name_a}")
         texts.append("### versus\n\n" + table)
+    if args.join:
+        if len(files) < 2:
+            raise ValueError("--join needs two or more files of one seed's run")
+        joined = joined_results(files)
+        Path(args.join).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.join).write_text(json.dumps(joined, indent=1, default=str), encoding="utf-8")
+        texts.append(f"### joined into {args.join}\n\n{markdown_tables(joined)}")
     if args.pooled:
         if len(files) < 2:
             raise ValueError("--pooled needs two or more files (seeds to pool, or parts of one run to join)")
