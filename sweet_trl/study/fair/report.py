@@ -113,13 +113,17 @@ def aim_lines(verdicts: Mapping[Any, Mapping[str, Any] | None]) -> str:
     return "\n".join(lines)
 
 
+def _spent(arms: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each arm's compute without its stage seconds: what arms are compared on (seconds depend on the machine)."""
+    return {arm: {k: v for k, v in compute.items() if k != "stage_seconds"} for arm, compute in arms.items()}
+
+
 def fair_results(study: Any) -> dict[str, Any]:
     args = study.args
     arms = [arm for arm in args.arms if arm not in study.failed]
     compute = {arm: arm_compute(study, arm) for arm in args.arms}
     try:
-        equal = check_equal_compute({arm: {k: v for k, v in compute[arm].items() if k != "stage_seconds"}
-                                     for arm in arms}) if arms else None
+        equal = check_equal_compute(_spent({arm: compute[arm] for arm in arms})) if arms else None
     except ProtocolError as err:
         equal = {"error": str(err)}
     tested = {arm: rows for arm in [START, *arms] if (rows := _test_rows(study, arm)) is not None}
@@ -285,9 +289,7 @@ def _joined_by_seed(files: Mapping[str, Mapping[str, Any]], per_task_key: str) -
                              "reads nothing again), or give its run folder with --runs")
         seed = results.get("settings", {}).get("seed")
         part = joined.setdefault(seed, {"rows": {}, "compute": {}})
-        spent = {arm: {k: v for k, v in entry.items() if k != "stage_seconds"}
-                 for arm, entry in results.get("arms", {}).items()}
-        for name, new in (("rows", results[per_task_key]), ("compute", spent)):
+        for name, new in (("rows", results[per_task_key]), ("compute", _spent(results.get("arms", {})))):
             for arm, value in new.items():
                 if part[name].setdefault(arm, value) != value:
                     raise ValueError(f"arm {arm} differs between the files of seed {seed} ({path}): files of one "
@@ -353,11 +355,7 @@ def joined_results(files: Mapping[str, Mapping[str, Any]], samples: int = 10_000
         return joined
 
     arms = union("arms")
-    try:
-        compute = check_equal_compute({arm: {k: v for k, v in spent.items() if k != "stage_seconds"}
-                                       for arm, spent in arms.items()}) if arms else None
-    except ProtocolError as err:
-        raise ValueError(f"the files' arms were not run at equal compute: {err}") from err
+    compute = check_equal_compute(_spent(arms)) if arms else None  # pooled_comparisons refused unequal rounds
     protocol_keys = sorted({key for results in parts for key in results.get("protocol", {})})
     return {
         "settings": {**parts[0].get("settings", {}),
