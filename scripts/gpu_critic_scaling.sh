@@ -7,7 +7,7 @@
 #   10x: that collection and one more of the same tasks (collect seed 1, runs/credit_10x_seed1): the pairs of each
 #        group of 4 episodes, joined. all_pairs over 8 episodes would make 4.7x the pairs per trajectory of 1x-5x.
 #
-# A critic step takes ~0.8 s on an H200 (the 135M model is launch- and CPU-bound there), so 10x (~1,000 steps) does
+# A critic step took 0.84 s on an H200 (far above its arithmetic; not yet profiled), so 10x (~1,000 steps) does
 # not fit one 10-minute call: at DEADLINE seconds the training stops and its newest checkpoint (LoRA weights, Adam
 # state, every 10 steps) comes back; `train-critic` with the same options goes on from it here, on the CPU.
 #
