@@ -13,6 +13,7 @@
 #
 #   bash scripts/gpu_e2e.sh --pack                         # here: the model and wheels, in parts (see gpu_e2e.sh)
 #   bash scripts/gpu_e2e.sh --receive                      # there, one call per part but the last
+#   bash scripts/gpu_critic_scaling.sh --collect-only      # anywhere: the collections and pairs, no training
 #   bash scripts/gpu_critic_scaling.sh [10x] [5x]          # there, carrying the last part (default: 10x);
 #                                                          # again at once (still warm): training goes on
 #   bash scripts/gpu_critic_scaling.sh --unpack DIR        # here: DIR = the call's files_at; runs/credit_{5x,10x,...}
@@ -91,6 +92,7 @@ if [ "${1:-}" = "--finish" ]; then
 fi
 
 SCALES=("$@"); [ ${#SCALES[@]} -gt 0 ] || SCALES=(10x)
+[ "${SCALES[0]}" = "--collect-only" ] && SCALES=()   # the data alone (e.g. on a CPU, for a GPU to train on later)
 OUT=${OUT:-runs/gpu_critic_scaling_out}; LOGS=runs/credit_scaling_logs; mkdir -p "$OUT" $LOGS
 bash scripts/gpu_e2e.sh --setup-only || exit 1
 export PYTHONPATH="$(pwd):${GPU_E2E_SITE:-/tmp/gpu_e2e_site}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
