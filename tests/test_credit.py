@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import gymnasium as gym
@@ -370,3 +371,24 @@ def test_the_reply_share_is_the_part_of_the_values_spread_between_questions_answ
     # distinct: a 1.0 (Yes.), b 0.0 (No.), answer 0.5 (none): every candidate a group of its own
     assert metrics.reply_share(rows) == {"states": 1, "share": 1.0}
     assert metrics.reply_share([{k: v for k, v in rows[0].items() if k != "first_replies"}]) is None
+
+
+def test_a_results_file_is_not_rewritten_without_the_rows_it_holds(tmp_path):
+    """A read-back with an older command line (fewer --credit.scaling / --credit.variants) would drop the critics
+    scored since: refused before any work, naming them; the same rows, another path or overwrite_results go on."""
+    from sweet_trl.pipeline_config import ConfigError
+    from sweet_trl.study.credit.command import CreditArguments, check_results_path
+
+    path = tmp_path / "credit.json"
+    path.write_text(json.dumps({"scaling": [{"label": "1x"}, {"label": "3x"}],
+                                "variants": [{"label": "beta1"}, {"label": "best_vs_rest"}]}))
+    older = CreditArguments(results_path=str(path), variants=["beta1=runs/v/beta1"])
+    with pytest.raises(ConfigError, match=r"scaling: 3x; variants: best_vs_rest"):
+        check_results_path(older)
+    check_results_path(CreditArguments(results_path=str(path), scaling=["3x=runs/c3"],
+                                       variants=["beta1=a", "best_vs_rest=b", "new=c"]))
+    check_results_path(CreditArguments(results_path=str(path), variants=["beta1=a"], overwrite_results=True))
+    check_results_path(CreditArguments(results_path=str(tmp_path / "elsewhere.json")))
+    path.write_text("not json")
+    with pytest.raises(ConfigError, match="is not a credit results file"):
+        check_results_path(CreditArguments(results_path=str(path)))

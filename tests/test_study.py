@@ -792,6 +792,7 @@ def test_credit_scores_every_critic_against_monte_carlo_returns_and_resumes(tiny
     as 1x and the same run named again), and a second call that reads everything back."""
     from colbench_gym.tasks import resolve_tasks
     from sweet_trl import pipeline
+    from sweet_trl.pipeline_config import ConfigError
     from sweet_trl.study.credit.command import run_credit
 
     root = tiny_study["root"]
@@ -816,6 +817,12 @@ def test_credit_scores_every_critic_against_monte_carlo_returns_and_resumes(tiny
         episodes = root / "run" / "evaluate" / "zero_shot" / "trajectories.jsonl"
         own = run_credit(root / "study.yaml", ["--credit.held_out", str(episodes), "--credit.output_name", "mine",
                                                *options[:-2]], stream=io.StringIO())
+        # an older command line (the variant left out) stops before any work, the file as it was
+        written = (tmp_path / "credit.json").read_text()
+        with pytest.raises(ConfigError, match="variants: no_c"):
+            run_credit(root / "study.yaml", [o for o in options if "no_privileged" not in o and o != "--credit.variants"],
+                       stream=io.StringIO())
+        assert (tmp_path / "credit.json").read_text() == written
     assert sampled == 1 and len(calls) == 2  # one policy for candidates and continuations; none the second time
     assert (root / "run" / "mine" / "critic_credit.json").exists() and own["settings"]["held_out"] == str(episodes)
     assert own["ground_truth"] == result["ground_truth"]  # the same states, replayed from the episodes' own tasks

@@ -80,7 +80,11 @@ class CreditArguments:
         output_name (`str`, *optional*, defaults to `"credit"`):
             The folder under the run that holds the ground truth, the scores and the JSON (one per source of states).
         results_path (`str` or `None`, *optional*, defaults to `None`):
-            Also write the JSON here (for example `benchmarks/results/critic_credit.json`).
+            Also write the JSON here (for example `benchmarks/results/critic_credit.json`). A file there that holds
+            `scaling` or `variants` rows this command does not score is not rewritten (the command stops before any
+            work and names them): a read-back with an older command line would drop the critics scored since.
+        overwrite_results (`bool`, *optional*, defaults to `False`):
+            Rewrite `results_path` even so.
         bootstrap_samples (`int`, *optional*, defaults to `10000`):
             Resamples of the tasks for every interval.
         seed (`int`, *optional*, defaults to `0`):
@@ -99,6 +103,7 @@ class CreditArguments:
     held_out: str | None = None
     output_name: str = "credit"
     results_path: str | None = None
+    overwrite_results: bool = False
     bootstrap_samples: int = 10_000
     seed: int = 0
 
@@ -133,8 +138,33 @@ def run_credit(config_path: Any, cli_args: Sequence[str] = (), stream: Any = Non
             args=credit_cli)
     except ValueError as err:
         raise ConfigError(f"credit: {err}") from err
+    check_results_path(args)
     study = Study(config_path, rest, stream=stream or sys.stdout)
     return Credit(study, args).run()
+
+
+def check_results_path(args: CreditArguments) -> None:
+    """Refuse, before any work, to rewrite a results file that holds rows this command would not write again."""
+    from sweet_trl.pipeline_config import ConfigError
+
+    path = Path(args.results_path) if args.results_path else None
+    if path is None or args.overwrite_results or not path.exists():
+        return
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+        tables = {table: [row["label"] for row in earlier.get(table, [])] for table in ("scaling", "variants")}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
+        raise ConfigError(f"credit: {path} is not a credit results file ({err}); write elsewhere "
+                          "(--credit.results_path) or --credit.overwrite_results true") from err
+    scored = {"scaling": {"1x", *(e.split("=", 1)[0] for e in args.scaling)},
+              "variants": {e.split("=", 1)[0] for e in args.variants}}
+    lost = {table: [label for label in labels if label not in scored[table]] for table, labels in tables.items()}
+    lost = {table: labels for table, labels in lost.items() if labels}
+    if lost:
+        rows = "; ".join(f"{table}: {', '.join(labels)}" for table, labels in lost.items())
+        raise ConfigError(f"credit: {path} holds rows this command does not score ({rows}); rewriting it would lose "
+                          "them. Name them again (--credit.scaling / --credit.variants label=run_dir), write "
+                          "elsewhere (--credit.results_path), or --credit.overwrite_results true")
 
 
 class Credit:
