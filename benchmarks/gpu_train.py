@@ -21,6 +21,8 @@ runs in a fresh process so its peak memory is its own. The paper's critic target
     python benchmarks/gpu_train.py                                   # GPU: 8B, both trainers, both modes
     python benchmarks/gpu_train.py --trainer critic --mode qlora --steps 3 --seq-len 4096
     python benchmarks/gpu_train.py --size tiny                       # CPU smoke run in seconds (2-layer model)
+    python benchmarks/gpu_train.py --size smollm2 --trainer critic --mode lora-bf16 --seq-len 512 --micro-batch 4 \
+        --grad-accum 1 --no-gradient-checkpointing --steps 5 --profile  # the credit critic's step, traced
     OUT=results/ python benchmarks/gpu_train.py                      # also writes results/gpu_train.json
 
 Tokens per second counts the non-padding tokens fed to the trained model (chosen + rejected sequence of every pair;
@@ -99,8 +101,25 @@ TINY = dict(
     tie_word_embeddings=False,
     initializer_range=0.02,
 )
-SIZES = {"8b": LLAMA_31_8B, "tiny": TINY}
-DEFAULT_SEQ_LEN = {"8b": 4096, "tiny": 256}
+# SmolLM2-135M-Instruct's architecture (the embedded default, the study's policy and critic), random weights: the
+# shape the credit study's critic trains on a lent GPU (a step of 4 pairs took 0.84 s on an H200: --profile says why).
+SMOLLM2_135M = dict(
+    vocab_size=49152,
+    hidden_size=576,
+    intermediate_size=1536,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    head_dim=64,
+    hidden_act="silu",
+    max_position_embeddings=8192,
+    rms_norm_eps=1e-5,
+    rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
+    tie_word_embeddings=True,
+    initializer_range=0.041666666666666664,
+)
+SIZES = {"8b": LLAMA_31_8B, "smollm2": SMOLLM2_135M, "tiny": TINY}
+DEFAULT_SEQ_LEN = {"8b": 4096, "smollm2": 512, "tiny": 256}
 
 # A Llama-3-style chat format over a word-level vocabulary: every whitespace-separated word is exactly one token,
 # so a synthetic dialogue has exactly the number of tokens asked for.
@@ -248,13 +267,14 @@ def policy_pairs(tokenizer, count: int, seq_len: int, seed: int) -> list[dict[st
 # The random model on disk
 
 def model_parameters(size: str) -> int:
-    """Parameter count of a Llama of ``size`` (untied embeddings, no biases), without building it."""
+    """Parameter count of a Llama of ``size`` (no biases), without building it."""
     c = SIZES[size]
     head_dim = c["head_dim"]
     attention = c["hidden_size"] * head_dim * (2 * c["num_attention_heads"] + 2 * c["num_key_value_heads"])
     mlp = 3 * c["hidden_size"] * c["intermediate_size"]
     layer = attention + mlp + 2 * c["hidden_size"]
-    return c["num_hidden_layers"] * layer + 2 * c["vocab_size"] * c["hidden_size"] + c["hidden_size"]
+    embeddings = (1 if c.get("tie_word_embeddings") else 2) * c["vocab_size"] * c["hidden_size"]
+    return c["num_hidden_layers"] * layer + embeddings + c["hidden_size"]
 
 
 def model_dir_for(size: str, cache_dir: Path) -> Path:
@@ -359,6 +379,64 @@ def make_step_recorder(counter: TokenCounter, warmup_steps: int, cuda: bool):
     return StepRecorder()
 
 
+def make_step_profiler(step_index: int, cuda: bool):
+    """A ``TrainerCallback`` tracing one optimizer step (the first measured one) with ``torch.profiler``: how long the
+    device was busy against the step's wall time, how many kernels were launched, and the operators that took the
+    most device time and the most host time. A device busy for a small part of the step is waiting on the host."""
+    import torch
+    from transformers import TrainerCallback
+
+    class StepProfiler(TrainerCallback):
+        def __init__(self):
+            self.profiler: Any = None
+            self.summary: dict[str, Any] | None = None
+            self.started = 0.0
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if self.profiler is None and self.summary is None and state.global_step == step_index:
+                activities = [torch.profiler.ProfilerActivity.CPU]
+                if cuda:
+                    activities.append(torch.profiler.ProfilerActivity.CUDA)
+                    torch.cuda.synchronize()
+                self.profiler = torch.profiler.profile(activities=activities)
+                self.profiler.__enter__()
+                self.started = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.profiler is None or self.summary is not None:
+                return
+            if cuda:
+                torch.cuda.synchronize()
+            wall = time.perf_counter() - self.started
+            self.profiler.__exit__(None, None, None)
+            self.summary = summarize_profile(self.profiler.key_averages(), wall)
+
+    return StepProfiler()
+
+
+def summarize_profile(events: Any, wall_seconds: float, top: int = 15) -> dict[str, Any]:
+    """Device-busy and host-operator milliseconds of a profiled step, kernel launches, the top operators."""
+
+    def device_us(event: Any) -> float:  # renamed from self_cuda_time_total in torch 2.4
+        return float(getattr(event, "self_device_time_total", getattr(event, "self_cuda_time_total", 0.0)))
+
+    def row(event: Any) -> dict[str, Any]:
+        return {"name": event.key[:100], "calls": event.count, "self_host_ms": round(event.self_cpu_time_total / 1e3, 3),
+                "self_device_ms": round(device_us(event) / 1e3, 3)}
+
+    events = list(events)
+    launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"))
+    return {
+        "step_seconds": round(wall_seconds, 4),
+        "device_busy_ms": round(sum(device_us(e) for e in events) / 1e3, 3),
+        "host_operator_ms": round(sum(e.self_cpu_time_total for e in events) / 1e3, 3),
+        "kernel_launches": launches,
+        "operator_calls": sum(e.count for e in events if e.key.startswith("aten::")),  # nested ones counted too
+        "top_by_device": [row(e) for e in sorted(events, key=device_us, reverse=True)[:top] if device_us(e) > 0],
+        "top_by_host": [row(e) for e in sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:top]],
+    }
+
+
 def lora_config(rank: int):
     from peft import LoraConfig
 
@@ -383,17 +461,17 @@ def build_trainer(trainer_name: str, mode: str, model_path: Path, args: argparse
     from sweet_trl.tokenization import DEFAULT_PRIVILEGED_TEMPLATE
 
     tokenizer = build_tokenizer(args.vocab_words)
-    rows_needed = (args.warmup_steps + args.steps) * args.grad_accum
+    rows_needed = (args.warmup_steps + args.steps) * args.grad_accum * args.micro_batch
     common = dict(
         output_dir=output_dir,
-        per_device_train_batch_size=1,
+        per_device_train_batch_size=args.micro_batch,
         gradient_accumulation_steps=args.grad_accum,
         max_steps=args.warmup_steps + args.steps,
         learning_rate=args.learning_rate,
         lr_scheduler_type="constant",
         warmup_steps=0,
         max_length=args.seq_len,
-        gradient_checkpointing=True,
+        gradient_checkpointing=args.gradient_checkpointing,
         bf16=cuda,
         use_cpu=not cuda,
         logging_steps=1,
@@ -446,7 +524,8 @@ def run_one(trainer_name: str, mode: str, model_path: Path, args: argparse.Names
     import torch
 
     cuda = torch.cuda.is_available()
-    result: dict[str, Any] = {"trainer": trainer_name, "mode": mode, "seq_len": args.seq_len, "micro_batch": 1,
+    result: dict[str, Any] = {"trainer": trainer_name, "mode": mode, "seq_len": args.seq_len,
+                              "micro_batch": args.micro_batch, "gradient_checkpointing": args.gradient_checkpointing,
                               "grad_accum": args.grad_accum, "warmup_steps": args.warmup_steps,
                               "steps": args.steps, "lora_rank": args.lora_rank, "status": "ok"}
     if cuda:
@@ -458,7 +537,7 @@ def run_one(trainer_name: str, mode: str, model_path: Path, args: argparse.Names
         if cuda:
             torch.cuda.synchronize()
             result["model_allocated_gib"] = round(torch.cuda.memory_allocated() / GIB, 3)
-        rows_needed = (args.warmup_steps + args.steps) * args.grad_accum
+        rows_needed = (args.warmup_steps + args.steps) * args.grad_accum * args.micro_batch
         if len(trainer.train_dataset) != rows_needed:  # the synthetic pairs are sized to fit max_length
             raise RuntimeError(f"the trainer kept {len(trainer.train_dataset)} of {rows_needed} synthetic pairs")
         result["trainable_parameters"] = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
@@ -468,9 +547,14 @@ def run_one(trainer_name: str, mode: str, model_path: Path, args: argparse.Names
         counter = TokenCounter(trainer)
         recorder = make_step_recorder(counter, args.warmup_steps, cuda)
         trainer.add_callback(recorder)
+        profiler = make_step_profiler(args.warmup_steps, cuda) if args.profile else None
+        if profiler is not None:
+            trainer.add_callback(profiler)
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         trainer.train()
+    if profiler is not None:
+        result["profile"] = profiler.summary
     measured = recorder.steps[args.warmup_steps:]
     if not measured:
         raise RuntimeError(f"training ran {len(recorder.steps)} steps; none after {args.warmup_steps} warm-up steps")
@@ -536,6 +620,9 @@ def child_command(args: argparse.Namespace, trainer_name: str, mode: str, model_
     return [sys.executable, str(Path(__file__).resolve()), "--child", "--trainer", trainer_name, "--mode", mode,
             "--size", args.size, "--seq-len", str(args.seq_len), "--steps", str(args.steps),
             "--warmup-steps", str(args.warmup_steps), "--grad-accum", str(args.grad_accum),
+            "--micro-batch", str(args.micro_batch),
+            "--gradient-checkpointing" if args.gradient_checkpointing else "--no-gradient-checkpointing",
+            *(["--profile"] if args.profile else []),
             "--lora-rank", str(args.lora_rank), "--learning-rate", str(args.learning_rate),
             "--vocab-words", str(args.vocab_words), "--attn-implementation", args.attn_implementation,
             "--seed", str(args.seed), "--model-path", str(model_path), "--result-file", str(result_file)]
@@ -575,7 +662,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seq-len", type=int, default=None, help="tokens per sequence (default 4096; tiny: 256)")
     parser.add_argument("--steps", type=int, default=3, help="measured optimizer steps after warm-up")
     parser.add_argument("--warmup-steps", type=int, default=1, help="optimizer steps not measured")
-    parser.add_argument("--grad-accum", type=int, default=4, help="micro-batches (pairs) per optimizer step")
+    parser.add_argument("--grad-accum", type=int, default=4, help="micro-batches per optimizer step")
+    parser.add_argument("--micro-batch", type=int, default=1, help="pairs per micro-batch (one forward)")
+    parser.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=True,
+                        help="recompute activations in the backward pass (default on: the 8B fits 24 GB so)")
+    parser.add_argument("--profile", action="store_true",
+                        help="trace the first measured step with torch.profiler: device-busy time against the "
+                             "step's, kernel launches, top operators by device and by host time (in the JSON)")
     parser.add_argument("--lora-rank", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=1e-5)
     parser.add_argument("--vocab-words", type=int, default=None,
@@ -610,7 +703,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.vocab_words + 16 > SIZES[args.size]["vocab_size"]:
         parser.error(f"--vocab-words must leave 16 ids for special tokens in a vocabulary of "
                      f"{SIZES[args.size]['vocab_size']}")
-    for name in ("steps", "grad_accum", "lora_rank", "seq_len"):
+    for name in ("steps", "grad_accum", "micro_batch", "lora_rank", "seq_len"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.seq_len < MIN_SEQ_LEN:

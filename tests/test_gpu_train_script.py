@@ -77,11 +77,43 @@ def test_the_8b_config_is_llama_31_8b():
     assert (config.num_attention_heads, config.num_key_value_heads, config.vocab_size) == (32, 8, 128256)
 
 
+def test_the_smollm2_config_is_the_embedded_models_shape():
+    torch = pytest.importorskip("torch")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(**gpu_train.SMOLLM2_135M)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config)
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008  # SmolLM2-135M's count (tied embeddings)
+    assert gpu_train.model_parameters("smollm2") == 134_515_008
+
+
+def test_a_profiled_step_says_where_its_time_went(tmp_path):
+    """--profile traces the first measured step: its wall time, the host operators' time and the top operators (on
+    a GPU also the device-busy time and the kernel launches); --micro-batch puts several pairs in one forward."""
+    report, _ = run_script(tmp_path, "--trainer", "critic", "--mode", "lora-bf16", "--in-process", "--micro-batch", "2",
+                           "--no-gradient-checkpointing", "--profile", grad_accum=1)
+    (result,) = report["results"]
+    assert result["status"] == "ok", result.get("error")
+    assert result["micro_batch"] == 2 and result["gradient_checkpointing"] is False
+    assert result["tokens_per_step"] == 2 * 2 * (192 - 2)  # two pairs of two sequences in the one micro-batch
+    profile = result["profile"]
+    assert profile["operator_calls"] > 100  # a forward, a reference forward and a backward of two layers
+    assert 0 < profile["host_operator_ms"] and 0 < profile["step_seconds"] <= max(result["step_seconds"]) + 0.5
+    assert profile["top_by_host"] and all(row["calls"] >= 1 for row in profile["top_by_host"])
+    names = {row["name"] for row in profile["top_by_host"]}
+    assert any(name.startswith("aten::") for name in names)
+    hosts = [row["self_host_ms"] for row in profile["top_by_host"]]
+    assert hosts == sorted(hosts, reverse=True)
+
+
 def test_bad_arguments_are_refused():
     with pytest.raises(SystemExit):
         gpu_train.parse_args(["--size", "tiny", "--seq-len", "64"])
     with pytest.raises(SystemExit):
         gpu_train.parse_args(["--size", "tiny", "--steps", "0"])
+    with pytest.raises(SystemExit):
+        gpu_train.parse_args(["--size", "tiny", "--micro-batch", "0"])
     args = gpu_train.parse_args(["--size", "tiny"])
     assert args.seq_len == 256 and args.vocab_words == gpu_train.TINY["vocab_size"] - 16
 
