@@ -79,6 +79,11 @@ PY
 
 if [ "${1:-}" = "--unpack" ]; then
     [ -d "${2:-}" ] || { echo "usage: $0 --unpack DIR (the folder the GPU call's files came back to)" >&2; exit 2; }
+    for here in runs/credit_5x runs/credit_10x runs/credit_10x_seed1 $WARM; do
+        # runs made here (--collect-only on the CPU, say) would be mixed with the GPU's, and their warm start's times
+        # changed under them: nothing is unpacked over them
+        [ -e "$here" ] && { echo "error: $here exists here; move it aside (or remove it) before unpacking" >&2; exit 1; }
+    done
     cat "$2"/scaling.tgz.* | tar -xzf - || { echo "error: the parts in $2 do not make a whole archive" >&2; exit 1; }
     manifest restore || exit 1
     for run in runs/credit_5x runs/credit_10x runs/credit_10x_seed1; do

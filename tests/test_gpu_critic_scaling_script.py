@@ -96,3 +96,14 @@ def test_another_local_warm_start_is_refused_with_the_reason(tmp_path):
     assert done.returncode == 1
     assert "is not the file the GPU's warm start had (model.safetensors" in done.stderr
     assert not (checkout / MERGED / "model.safetensors").exists()  # nothing half-made to resume from
+
+
+def test_nothing_is_unpacked_over_runs_made_here(tmp_path):
+    """Runs of the same names made here (the CPU's --collect-only, say) are not mixed with the GPU's."""
+    _gpu_side(tmp_path / "gpu")
+    _pack(tmp_path / "gpu", tmp_path / "out")
+    checkout = _checkout(tmp_path / "here", FILES)
+    (checkout / "runs/credit_10x/collect").mkdir(parents=True)
+    done = _unpack(checkout, tmp_path / "out")
+    assert done.returncode == 1 and "runs/credit_10x exists here" in done.stderr
+    assert not (checkout / "runs/credit_10x/train_critic").exists() and not (checkout / MERGED).exists()
