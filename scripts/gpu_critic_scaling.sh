@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The credit study's data scaling (#46 step 3) on a lent GPU: the critic trained on 5x and 10x the study's
+# The credit study's data scaling on a lent GPU: the critic trained on 5x and 10x the study's
 # trajectories (1,600 and 3,200 against runs/credit's 320), study_cpu's critic settings in bf16 LoRA, from the shipped
 # warm start. The 3x critic (runs/credit_3x_gpu) was trained this way on an H200 in 249 s (benchmarks/RESULTS.md).
 #
@@ -7,9 +7,9 @@
 #   10x: that collection and one more of the same tasks (collect seed 1, runs/credit_10x_seed1): the pairs of each
 #        group of 4 episodes, joined. all_pairs over 8 episodes would make 4.7x the pairs per trajectory of 1x-5x.
 #
-# A critic step took 0.84 s on an H200 (far above its arithmetic; not yet profiled), so 10x (~1,000 steps) does
-# not fit one 10-minute call: at DEADLINE seconds the training stops and its newest checkpoint (LoRA weights, Adam
-# state, every 10 steps) comes back; `train-critic` with the same options goes on from it here, on the CPU.
+# A critic step took 0.84 s on an H200 (far above its arithmetic; `gpu_bench.sh profile` traces one), so 10x (~1,000
+# steps) does not fit one 10-minute call: at DEADLINE seconds the training stops and its newest checkpoint (LoRA
+# weights, Adam state, every 10 steps) comes back; `train-critic` with the same options goes on from it here (CPU).
 #
 #   bash scripts/gpu_e2e.sh --pack                         # here: the model and wheels, in parts (see gpu_e2e.sh)
 #   bash scripts/gpu_e2e.sh --receive                      # there, one call per part but the last
