@@ -379,6 +379,11 @@ def make_step_recorder(counter: TokenCounter, warmup_steps: int, cuda: bool):
     return StepRecorder()
 
 
+def rows_needed(args: argparse.Namespace) -> int:
+    """Pairs for every optimizer step, warm-up included."""
+    return (args.warmup_steps + args.steps) * args.grad_accum * args.micro_batch
+
+
 def make_step_profiler(step_index: int, cuda: bool):
     """A ``TrainerCallback`` tracing one optimizer step (the first measured one) with ``torch.profiler``: how long the
     device was busy against the step's wall time, how many kernels were launched, and the operators that took the
@@ -461,7 +466,6 @@ def build_trainer(trainer_name: str, mode: str, model_path: Path, args: argparse
     from sweet_trl.tokenization import DEFAULT_PRIVILEGED_TEMPLATE
 
     tokenizer = build_tokenizer(args.vocab_words)
-    rows_needed = (args.warmup_steps + args.steps) * args.grad_accum * args.micro_batch
     common = dict(
         output_dir=output_dir,
         per_device_train_batch_size=args.micro_batch,
@@ -498,14 +502,14 @@ def build_trainer(trainer_name: str, mode: str, model_path: Path, args: argparse
         from sweet_trl.critic_trainer import SweetCriticTrainer
 
         config = SweetCriticConfig(**common)
-        rows = critic_pairs(tokenizer, rows_needed, args.seq_len, args.seed, DEFAULT_PRIVILEGED_TEMPLATE)
+        rows = critic_pairs(tokenizer, rows_needed(args), args.seq_len, args.seed, DEFAULT_PRIVILEGED_TEMPLATE)
         trainer_class = SweetCriticTrainer
     else:
         from sweet_trl.policy_config import TurnPreferenceConfig
         from sweet_trl.policy_trainer import TurnPreferenceTrainer
 
         config = TurnPreferenceConfig(**common)
-        rows = policy_pairs(tokenizer, rows_needed, args.seq_len, args.seed)
+        rows = policy_pairs(tokenizer, rows_needed(args), args.seq_len, args.seed)
         trainer_class = TurnPreferenceTrainer
     dataset = datasets.Dataset.from_list(rows)
     trainer = trainer_class(
@@ -537,9 +541,8 @@ def run_one(trainer_name: str, mode: str, model_path: Path, args: argparse.Names
         if cuda:
             torch.cuda.synchronize()
             result["model_allocated_gib"] = round(torch.cuda.memory_allocated() / GIB, 3)
-        rows_needed = (args.warmup_steps + args.steps) * args.grad_accum * args.micro_batch
-        if len(trainer.train_dataset) != rows_needed:  # the synthetic pairs are sized to fit max_length
-            raise RuntimeError(f"the trainer kept {len(trainer.train_dataset)} of {rows_needed} synthetic pairs")
+        if len(trainer.train_dataset) != rows_needed(args):  # the synthetic pairs are sized to fit max_length
+            raise RuntimeError(f"the trainer kept {len(trainer.train_dataset)} of {rows_needed(args)} synthetic pairs")
         result["trainable_parameters"] = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
         result["quantized_4bit"] = bool(getattr(trainer.model, "is_loaded_in_4bit", False)
                                         or getattr(getattr(trainer.model, "base_model", None), "is_loaded_in_4bit",

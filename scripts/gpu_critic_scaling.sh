@@ -37,6 +37,7 @@ RUN="--config study_cpu --bf16 true --dtype bfloat16 --max_train_tasks ${TASKS:-
 # 4 pairs a step as on the CPU (2 x 2), in one micro-batch: the same mean, half the launches
 TRAIN="--per_device_train_batch_size 4 --gradient_accumulation_steps 1 --save_steps ${SAVE_STEPS:-10}"
 WARM=runs/credit_scaling_warm_start
+RUNS="runs/credit_5x runs/credit_10x runs/credit_10x_seed1"   # 5x (collect seed 0), 10x (joined), seed 1's half
 
 # A stage's fingerprint covers the files of the model it reads by name, size and modification time: the runs read
 # their warm start as runs/credit_scaling_warm_start/warm_start/merged, so here that folder is a copy of the local
@@ -79,14 +80,14 @@ PY
 
 if [ "${1:-}" = "--unpack" ]; then
     [ -d "${2:-}" ] || { echo "usage: $0 --unpack DIR (the folder the GPU call's files came back to)" >&2; exit 2; }
-    for here in runs/credit_5x runs/credit_10x runs/credit_10x_seed1 $WARM; do
+    for here in $RUNS $WARM; do
         # runs made here (--collect-only on the CPU, say) would be mixed with the GPU's, and their warm start's times
         # changed under them: nothing is unpacked over them
         [ -e "$here" ] && { echo "error: $here exists here; move it aside (or remove it) before unpacking" >&2; exit 1; }
     done
     cat "$2"/scaling.tgz.* | tar -xzf - || { echo "error: the parts in $2 do not make a whole archive" >&2; exit 1; }
     manifest restore || exit 1
-    for run in runs/credit_5x runs/credit_10x runs/credit_10x_seed1; do
+    for run in $RUNS; do
         [ -d "$run" ] && echo "$run: $(ls "$run" | tr '\n' ' ')"
     done
     exit 0
@@ -102,13 +103,13 @@ OUT=${OUT:-runs/gpu_critic_scaling_out}; LOGS=runs/credit_scaling_logs; mkdir -p
 bash scripts/gpu_e2e.sh --setup-only || exit 1
 export PYTHONPATH="$(pwd):${GPU_E2E_SITE:-/tmp/gpu_e2e_site}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
 S="$PYTHON -P -m sweet_trl.cli"
-stage() {  # name, then the command's arguments: its log in $OUT, one line in timeline.txt
+stage() {  # name, then the command's arguments: its log in $LOGS, one line in timeline.txt
     local name=$1 s=$(date +%s); shift
     $S "$@" >"$LOGS/$name.log" 2>&1
     echo "$name: rc $? in $(( $(date +%s) - s )) s, at $(( $(date +%s) - START )) s" | tee -a $LOGS/timeline.txt
 }
 stage warm_start warm-start $RUN --run_dir $WARM
-for run in runs/credit_5x runs/credit_10x runs/credit_10x_seed1; do
+for run in $RUNS; do
     mkdir -p $run; ln -sfn ../credit_scaling_warm_start/warm_start $run/warm_start
 done
 ( stage collect_seed0 collect $RUN --run_dir runs/credit_5x &&
@@ -153,7 +154,7 @@ wait
 # The run folders (their warm_start links too) but the model and the trajectories (their markers stay): a 10x
 # checkpoint is ~60 MB, and what comes back is at most 64 MiB. The trainer keeps only its newest checkpoint.
 manifest write
-tar --exclude='*/merged' --exclude='*/warm_start/model' --exclude='*/trajectories.jsonl' -czf - runs/credit_5x runs/credit_10x \
-    runs/credit_10x_seed1 $WARM $LOGS | split -b 15M -d - "$OUT/scaling.tgz."
+tar --exclude='*/merged' --exclude='*/warm_start/model' --exclude='*/trajectories.jsonl' -czf - $RUNS \
+    $WARM $LOGS | split -b 15M -d - "$OUT/scaling.tgz."
 echo "packed at $(( $(date +%s) - START )) s: $(ls "$OUT" | tr '\n' ' ')" | tee -a $LOGS/timeline.txt
 cp $LOGS/timeline.txt "$OUT/"
