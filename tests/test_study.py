@@ -211,7 +211,9 @@ def test_pair_order_by_gap_counts_only_pairs_the_gap_keeps_and_whose_rewards_dif
 
 class ScriptedAnswers:
     """The tiny model's turns, except single answering turns: the task's reference or a wrong guess, by seed; the
-    policy named "sweet" answers right more often (so that comparisons between policies have something to find)."""
+    policy named "sweet" answers right more often (so that comparisons between policies have something to find).
+    Candidates sampled together (``n`` > 1) hold one right and one wrong answer first, so that every answer state has
+    candidates of different value whatever the seeds draw (four alike by seed: 1 in 8 per state)."""
 
     def __init__(self, inner, tasks):
         self.inner, self.name, self.tasks = inner, inner.name, tasks
@@ -225,7 +227,10 @@ class ScriptedAnswers:
             if task is None or sum(m["role"] == "assistant" for m in history) < 1:
                 continue
             for j in range(n):
-                good = random.Random(f"{seeds[i] if seeds else i}-{j}").random() < (0.9 if self.name == "sweet" else 0.5)
+                if n > 1 and j < 2:  # a state's candidates hold a right and a wrong answer whatever the seeds give
+                    good = j == 0
+                else:
+                    good = random.Random(f"{seeds[i] if seeds else i}-{j}").random() < (0.9 if self.name == "sweet" else 0.5)
                 name = task.ground_truth.split("(")[0].removeprefix("def ")
                 code = task.ground_truth if good else f"def {name}(*args):\n    return 0\n"
                 out[i][j] = Generation(text="I WANT TO ANSWER:\n```python\n" + code + "```", token_ids=[1],
@@ -625,8 +630,10 @@ def test_study_compares_every_policys_answers_on_the_same_held_out_turns(tiny_st
         # the scripted answers are the task's reference (every test passes) or `def f(*args): return 0`
         solved = {row["state_id"]: sum("(*args)" not in text for text in row["candidates"]) for row in rows}
         solved_by_policy[name] = solved
-        assert entry["by_k"][0]["pass_at_k"]["mean"] == pytest.approx(sum(solved.values()) / 12)
-        assert entry["by_k"][-1]["pass_at_k"]["mean"] == pytest.approx(sum(s > 0 for s in solved.values()) / 3)
+        task_of = {row["state_id"]: row["task_id"] for row in rows}
+        # the mean over tasks of each task's mean over its turns
+        assert entry["by_k"][0]["pass_at_k"]["mean"] == pytest.approx(mean_by_task(solved, task_of, lambda s: s / 4))
+        assert entry["by_k"][-1]["pass_at_k"]["mean"] == pytest.approx(mean_by_task(solved, task_of, lambda s: s > 0))
     # the same turns for every policy: the zero-shot evaluation's, chosen once
     assert len({frozenset(solved) for solved in solved_by_policy.values()}) == 1
     assert (run / "answer_turns" / "sweet_round2" / "settings.json").exists()
@@ -898,7 +905,7 @@ def test_rank_selectors_pick_by_the_tests_at_random_or_with_the_untrained_critic
     answer_rows = [r for r in ranked["true_reward"] if answers_only(r["candidates"])]
     graded = grade_candidates(answer_rows, tasks)
     spread = [r for r in graded if max(r["candidate_rewards"]) > min(r["candidate_rewards"])]
-    assert spread, "the tiny study's answer turns should hold right and wrong answers"
+    assert answer_rows and len(spread) == len(graded), [(r["state_id"], r["candidate_rewards"]) for r in graded]
     for row in graded:
         top = max(range(len(row["candidates"])), key=lambda i: row["ranking_scores"][i])
         assert row["candidate_rewards"][top] == max(row["candidate_rewards"]), row["state_id"]
@@ -913,6 +920,13 @@ def test_rank_selectors_pick_by_the_tests_at_random_or_with_the_untrained_critic
     assert trained.keys() == untrained.keys() and trained != untrained
     base = SweetCritic.from_pretrained(run / "train_critic" / "model").untrained()
     assert not base.is_peft and base.model is base.ref_model
+
+
+def mean_by_task(values, task_of, transform):
+    by_task = {}
+    for key, value in values.items():
+        by_task.setdefault(task_of[key], []).append(float(transform(value)))
+    return sum(sum(v) / len(v) for v in by_task.values()) / len(by_task)
 
 
 def resolve_train_tasks(root):
