@@ -55,11 +55,14 @@ FAIR_ARGS ?=
 fair-study: setup
 	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl fair-study --config fair_cpu $(NATIVE_BF16) $(FAIR_ARGS)
 
-# The critics against Monte Carlo returns on a finished study run (sweet_trl/study/credit): every ranker at held-out
-# question and answer turns; resumable. CREDIT_ARGS="--run_dir runs/other --credit.scaling 0.25x=runs/smaller"
+# The critics against Monte Carlo returns (sweet_trl/study/credit): every ranker at held-out question and answer
+# turns; resumable. On a finished study run it trains nothing; from a fresh clone it first runs the stages it reads
+# (warm start, collection, the critics with and without c, the zero-shot evaluation). Settings are chosen on
+# validation states: CREDIT_ARGS="--run_dir runs/credit --credit.held_out_tasks procedural:validation
+# --credit.train_variants 'r64=--lora_r 64 --lora_alpha 128' --credit.results_path runs/credit_validation.json"
 CREDIT_ARGS ?=
 credit: setup
-	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl credit --config study_cpu $(NATIVE_BF16) \
+	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl credit --config study_cpu $(NATIVE_BF16) --credit.prepare true \
 		--credit.results_path benchmarks/results/critic_credit.json $(CREDIT_ARGS)
 
 test: setup

@@ -876,6 +876,66 @@ def test_credit_scores_every_critic_against_monte_carlo_returns_and_resumes(tiny
     assert set(variant["rankings"]) == {"run_ranking", "critic_advantage"}
 
 
+def test_credit_prepare_runs_the_missing_stages_then_measures_and_a_second_call_runs_none(tmp_path):
+    """``--credit.prepare``: from an empty run folder, one command trains the critic, the critic without c and a
+    variant critic on the run's pairs, plays the zero-shot policy on the held-out tasks, and measures; without it a
+    missing stage is an error that names the option; a second call finds every stage complete and samples nothing."""
+    import torch
+    import yaml
+
+    from colbench_gym.tasks import resolve_tasks
+    from colbench_gym.tasks.procedural import generate_tasks
+    from sweet_trl import pipeline
+    from sweet_trl.pipeline import StageError
+    from sweet_trl.study.credit.command import run_credit
+
+    torch.set_num_threads(1)
+    files = {"train": generate_tasks(3, "train", templates=["greet", "order_code", "make_slug"]),
+             "validation": generate_tasks(3, "validation", templates=["bag_too_heavy", "initials", "cooking_time"])}
+    for split, rows in files.items():
+        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    tasks = {t.problem_description: t for split in files for t in resolve_tasks(str(tmp_path / f"{split}.jsonl"))}
+    config = tiny_run_config(tmp_path, save_tiny_model(tmp_path / "tiny-llama"))
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({**config, "eval_tasks": str(tmp_path / "train.jsonl"),
+                                                       "evaluate": {"eval_episodes_per_task": 2}}))
+    options = ["--credit.states_per_kind", "2", "--credit.num_candidates", "2", "--credit.continuations", "1",
+               "--credit.value_function", "false", "--credit.bootstrap_samples", "100",
+               "--credit.held_out_tasks", str(tmp_path / "validation.jsonl"),
+               "--credit.train_variants", "beta1=--beta 1.0"]
+    real, calls = pipeline.models.make_backend, []
+
+    def make_backend(*args, **kwargs):
+        calls.append(args)
+        return ScriptedAnswers(real(*args, **kwargs), tasks)
+
+    run = tmp_path / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline.models, "make_backend", make_backend)
+        with pytest.raises(StageError, match=r"--credit.prepare true"):
+            run_credit(tmp_path / "run.yaml", options, stream=io.StringIO())
+        assert calls == [] and not (run / "collect").exists()
+        result = run_credit(tmp_path / "run.yaml", [*options, "--credit.prepare", "true"], stream=io.StringIO())
+        made = len(calls)
+        markers = {path.parent.relative_to(run).as_posix(): path.stat().st_mtime_ns
+                   for path in run.rglob("_COMPLETE.json")}
+        again = run_credit(tmp_path / "run.yaml", [*options, "--credit.prepare", "true"], stream=io.StringIO())
+    assert {"collect", "critic_pairs", "train_critic", "no_privileged/train_critic", "variant_beta1/train_critic",
+            "credit/held_out/evaluate/zero_shot"} <= set(markers)
+    assert made > 0 and len(calls) == made  # the second call ran no stage and sampled nothing
+    assert {path.parent.relative_to(run).as_posix(): path.stat().st_mtime_ns
+            for path in run.rglob("_COMPLETE.json")} == markers
+    assert again == {**result, "seconds": again["seconds"]}
+    # the states are the validation tasks' episodes, not the run's eval_tasks'
+    held_out = {json.loads(line)["task_id"] for line in
+                (run / "credit" / "held_out" / "evaluate" / "zero_shot" / "trajectories.jsonl").read_text().splitlines()}
+    assert held_out and held_out <= {t["task_id"] for t in files["validation"]}
+    assert result["settings"]["held_out"] == f"the zero-shot policy on {tmp_path / 'validation.jsonl'}"
+    assert "trained_without_c" in result["rankers"] and "trained_with_c - trained_without_c" in result["paired"]
+    (variant,) = result["variants"]
+    assert variant["label"] == "beta1" and variant["settings"] == {"beta": 1.0}
+    assert variant["run_dir"] == str(run / "variant_beta1") and (run / "variant_beta1" / "collect").is_symlink()
+
+
 def test_rank_selectors_pick_by_the_tests_at_random_or_with_the_untrained_critic(tiny_study):
     """``rank --selector``: the controls of the critic's picks run through the real stage on the tiny study's
     candidates. ``true_reward`` puts a candidate that passes the most tests first wherever every candidate answers;

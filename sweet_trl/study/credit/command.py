@@ -3,9 +3,14 @@
     sweet-rl credit --config study_cpu --run_dir runs/study_cpu $(python -m sweet_trl.precision) \\
         --credit.results_path benchmarks/results/critic_credit.json
 
-It reads a study run (nothing is trained again): the warm-started policy, the zero-shot evaluation's episodes on the
-held-out tasks (the states), the collection (the value function's training data), ``train_critic/`` and, when the
-run has it, ``no_privileged/train_critic/``. It makes the ground truth (:mod:`~sweet_trl.study.credit.mc_values`),
+It reads a study run: the warm-started policy, the zero-shot evaluation's episodes on the held-out tasks (the
+states), the collection (the value function's training data), ``train_critic/`` and, when the run has it,
+``no_privileged/train_critic/``. With ``--credit.prepare true`` it first runs whichever of those stages is missing
+(each skipped when complete), so that one command measures from a fresh clone::
+
+    sweet-rl credit --config study_cpu --run_dir runs/credit $(python -m sweet_trl.precision) --credit.prepare true \
+        --credit.held_out_tasks procedural:validation --credit.train_variants "r64=--lora_r 64 --lora_alpha 128"
+ It makes the ground truth (:mod:`~sweet_trl.study.credit.mc_values`),
 fits the value-function baseline, scores every ranker (:mod:`~sweet_trl.study.credit.scoring`) and writes
 ``<run_dir>/credit/critic_credit.json``. Every part is cached under ``<run_dir>/credit/``: a stopped run goes on
 where it stopped, and a finished one only recomputes the statistics. ``--credit.scaling 0.25x=runs/other_run``
@@ -19,6 +24,7 @@ states of ``--credit.held_out`` episodes (a validation split), never the test ta
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -73,6 +79,21 @@ class CreditArguments:
             `label=run_dir` of runs whose critic was trained on this run's critic pairs with other settings (a
             folder linking `collect`, `critic_pairs` and `warm_start`, then `sweet-rl train-critic --beta 1.0`, say):
             the `variants` table.
+        train_variants (`list[str]`, *optional*, defaults to `[]`):
+            `label=options`: a critic trained on this run's critic pairs with these `train-critic` options
+            (`r64=--lora_r 64 --lora_alpha 128`), in `<run_dir>/variant_<label>/` (which links the run's
+            `collect` and `critic_pairs`), trained by `prepare`, then scored as a row of the `variants` table.
+        without_c (`bool`, *optional*, defaults to `True`):
+            Score the critic trained without c (`no_privileged/train_critic/`, the paper's ablation) where the run
+            has it; `prepare` trains it. `false`: neither.
+        prepare (`bool`, *optional*, defaults to `False`):
+            First run the stages the measurement reads where they are missing, each skipped when complete (a
+            stopped command goes on where it stopped): the warm start, the collection, the critic pairs, the
+            critic, the critic without c, each `train_variants` critic and the zero-shot evaluation the states come
+            from. Without it a missing stage is an error that names it.
+        held_out_tasks (`str` or `None`, *optional*, defaults to `None`):
+            The states come from the zero-shot policy's episodes on these tasks (`procedural:validation`), an
+            evaluation in `<run_dir>/<output_name>/held_out/` that `prepare` makes. Not with `held_out`.
         held_out (`str` or `None`, *optional*, defaults to `None`):
             The held-out episodes the states come from (a trajectories file: an evaluation on
             `procedural:validation`, say, to choose critic settings without reading the test tasks). Default: the
@@ -100,6 +121,10 @@ class CreditArguments:
     value_function_epochs: float = 2.0
     scaling: list[str] = field(default_factory=list)
     variants: list[str] = field(default_factory=list)
+    train_variants: list[str] = field(default_factory=list)
+    without_c: bool = True
+    prepare: bool = False
+    held_out_tasks: str | None = None
     held_out: str | None = None
     output_name: str = "credit"
     results_path: str | None = None
@@ -113,14 +138,28 @@ class CreditArguments:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.num_candidates < 2:
             raise ValueError("num_candidates must be >= 2: one candidate has no order to agree with")
-        for option in ("scaling", "variants"):
-            labels = []
+        if self.held_out and self.held_out_tasks:
+            raise ValueError("held_out (episodes) and held_out_tasks (tasks to play them on) name the states twice: "
+                             "give one")
+        for option, value in (("scaling", "run_dir"), ("variants", "run_dir"), ("train_variants", "options")):
             for entry in getattr(self, option):
                 if "=" not in entry or not entry.split("=", 1)[0] or not entry.split("=", 1)[1]:
-                    raise ValueError(f"{option} entries are label=run_dir, got {entry!r}")
-                labels.append(entry.split("=", 1)[0])
+                    raise ValueError(f"{option} entries are label={value}, got {entry!r}")
+        for entry in self.train_variants:
+            label, options = entry.split("=", 1)
+            if not label.replace("_", "").replace("-", "").isalnum():
+                raise ValueError(f"train_variants labels name folders (letters, digits, _ and -), got {label!r}")
+            shlex.split(options)  # unbalanced quotes fail here, before any work
+        for table, entries in (("scaling", self.scaling), ("variants", [*self.variants, *self.train_variants])):
+            labels = [entry.split("=", 1)[0] for entry in entries]
             if len(set(labels)) != len(labels):
-                raise ValueError(f"{option} labels must differ, got {labels}")
+                raise ValueError(f"{table} labels must differ, got {labels}")
+
+    def variant_runs(self, run_dir: Path) -> list[tuple[str, Path]]:
+        """``(label, run folder)`` of every variant critic: those named by ``variants`` and those ``train_variants``
+        trains under ``run_dir``."""
+        named = [(e.split("=", 1)[0], Path(e.split("=", 1)[1])) for e in self.variants]
+        return [*named, *((e.split("=", 1)[0], run_dir / f"variant_{e.split('=', 1)[0]}") for e in self.train_variants)]
 
 
 def run_credit(config_path: Any, cli_args: Sequence[str] = (), stream: Any = None) -> dict[str, Any]:
@@ -157,7 +196,7 @@ def check_results_path(args: CreditArguments) -> None:
         raise ConfigError(f"credit: {path} is not a credit results file ({err}); write elsewhere "
                           "(--credit.results_path) or --credit.overwrite_results true") from err
     scored = {"scaling": {"1x", *(e.split("=", 1)[0] for e in args.scaling)},
-              "variants": {e.split("=", 1)[0] for e in args.variants}}
+              "variants": {e.split("=", 1)[0] for e in [*args.variants, *args.train_variants]}}
     lost = {table: [label for label in labels if label not in scored[table]] for table, labels in tables.items()}
     lost = {table: labels for table, labels in lost.items() if labels}
     if lost:
@@ -183,7 +222,8 @@ class Credit:
 
         path = stage_dir / "_COMPLETE.json"
         if not path.exists():
-            raise StageError(f"{stage_dir} is not complete: run the study (or that stage) first")
+            raise StageError(f"{stage_dir} is not complete: run the study (or that stage) first, or this command "
+                             "with --credit.prepare true")
         return json.loads(path.read_text(encoding="utf-8"))
 
     @contextmanager
@@ -214,6 +254,33 @@ class Credit:
 
     # -- the parts -----------------------------------------------------------------------------------------------
 
+    def held_out_run(self) -> Path:
+        """Where ``held_out_tasks``' zero-shot evaluation runs."""
+        return self.folder / "held_out"
+
+    def prepare(self) -> None:
+        """``--credit.prepare``: every stage the measurement reads, run where it is missing (a complete one is
+        skipped), in the folders the study would give it."""
+        from sweet_trl.pipeline.commands import warm_start_override
+        from sweet_trl.study.runner import WARM_START
+
+        study, base = self.study, self.run_dir
+        if WARM_START in study.config:  # every stage below starts from the warm-started policy, as in the study
+            study.shared = [*study.shared, *warm_start_override(base, study.stage(WARM_START, base))]
+        for name in ("collect", "critic_pairs", "train_critic"):
+            study.stage(name, base)
+        critics = [("no_privileged", ["--use_privileged", "false"])] if self.args.without_c else []
+        critics += [(f"variant_{e.split('=', 1)[0]}", shlex.split(e.split("=", 1)[1]))
+                    for e in self.args.train_variants]
+        for folder, options in critics:
+            study.link_shared(base / folder, ("collect", "critic_pairs"))
+            study.stage("train_critic", base / folder, *options, key=f"{folder}/train_critic")
+        if self.args.held_out_tasks:
+            study.stage("evaluate", self.held_out_run(), "--policy", "zero_shot",
+                        "--eval_tasks", self.args.held_out_tasks, key="held_out/evaluate/zero_shot")
+        elif not self.args.held_out:
+            study.stage("evaluate", base, "--policy", "zero_shot", key="evaluate/zero_shot")
+
     def policy(self) -> str:
         """The policy the study's stages start from: the warm start's when the run has one."""
         from sweet_trl.study.runner import WARM_START
@@ -236,8 +303,9 @@ class Credit:
         if self.args.held_out:
             trajectories, source = read_trajectories(self.args.held_out), str(Path(self.args.held_out).resolve())
         else:
-            zero_shot = self.marker(self.run_dir / "evaluate" / "zero_shot")
-            trajectories = read_trajectories(self.run_dir / zero_shot["dir"] / zero_shot["outputs"]["trajectories"])
+            evaluated = self.held_out_run() if self.args.held_out_tasks else self.run_dir
+            zero_shot = self.marker(evaluated / "evaluate" / "zero_shot")
+            trajectories = read_trajectories(evaluated / zero_shot["dir"] / zero_shot["outputs"]["trajectories"])
             source = zero_shot["run_id"]
         settings = MonteCarloSettings(states_per_kind=self.args.states_per_kind,
                                       num_candidates=self.args.num_candidates, continuations=self.args.continuations,
@@ -305,16 +373,15 @@ class Credit:
                     **{f"trained_with_c:{r}": r for r in RANKINGS if r != rank_args.ranking}}
         critic_block(self.run_dir / "train_critic", rankings, untrained=True)
         without_c = self.run_dir / "no_privileged" / "train_critic"
-        if (without_c / "_COMPLETE.json").exists():
+        if self.args.without_c and (without_c / "_COMPLETE.json").exists():
             critic_block(without_c, {"trained_without_c": rank_args.ranking})
-        else:
+        elif self.args.without_c:
             self.log(f"no critic without c ({without_c} is not complete): its rows are left out")
         for entry in self.args.scaling:
             label, other = entry.split("=", 1)
             critic_block(Path(other) / "train_critic", {f"scaling:{label}": rank_args.ranking})
-        for entry in self.args.variants:
-            label, other = entry.split("=", 1)
-            critic_block(Path(other) / "train_critic", {
+        for label, other in self.args.variant_runs(self.run_dir):
+            critic_block(other / "train_critic", {
                 f"variant:{label}": rank_args.ranking,
                 **({f"variant:{label}:critic_advantage": "critic_advantage"}
                    if rank_args.ranking != "critic_advantage" else {})})
@@ -354,6 +421,8 @@ class Credit:
     # -- the result ----------------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
+        if self.args.prepare:
+            self.prepare()
         policy = self.policy()
         with self.timed("ground truth"):
             rows = self.ground_truth(policy)
@@ -397,13 +466,12 @@ class Credit:
         """Per variant label, its run and the critic settings in which it differs from this run's critic."""
         shipped = critic_settings(self.marker(self.run_dir / "train_critic"))
         out = {}
-        for entry in self.args.variants:
-            label, run_dir = entry.split("=", 1)
-            marker = self.marker(Path(run_dir) / "train_critic")
+        for label, run_dir in self.args.variant_runs(self.run_dir):
+            marker = self.marker(run_dir / "train_critic")
             settings = critic_settings(marker)
-            out[label] = {"run_dir": run_dir, "steps": marker["counts"].get("steps"),
+            out[label] = {"run_dir": str(run_dir), "steps": marker["counts"].get("steps"),
                           "train_loss": marker["metrics"].get("train_loss"),
-                          "pairs_by_what_the_human_told": self.pair_signal(Path(run_dir)),
+                          "pairs_by_what_the_human_told": self.pair_signal(run_dir),
                           "settings": {key: value for key, value in sorted(settings.items())
                                        if shipped.get(key) != value}}
         return out
@@ -461,7 +529,9 @@ def credit_report(rows: Sequence[Mapping[str, Any]], scores: Mapping[str, Sequen
         variants.append({"label": label, **data, "rankings": rankings})
     return {"settings": {"N": args.num_candidates, "M": args.continuations, "states_per_kind": args.states_per_kind,
                          **({"question_turns": args.question_turns} if args.question_turns else {}),
-                         "held_out": args.held_out or "the run's zero-shot evaluation (evaluate/zero_shot)",
+                         "held_out": args.held_out or (f"the zero-shot policy on {args.held_out_tasks}"
+                                                       if args.held_out_tasks else
+                                                       "the run's zero-shot evaluation (evaluate/zero_shot)"),
                          "seed": seed, "bootstrap_samples": samples},
             "ground_truth": ground_truth_summary(rows),
             "noise_ceiling": {f"{kind}_turns": metrics.noise_ceiling(by_kind[kind], seed=seed, samples=samples)
