@@ -279,7 +279,13 @@ def test_credit_report_prints_every_ranker_difference_and_scaling_row_as_markdow
     path = tmp_path / "critic_credit.json"
     path.write_text(json.dumps(result))
     assert main(["credit-report", str(path)]) == 0
+    assert "Written by" not in capsys.readouterr().out  # a file written before provenance was recorded
+    result["provenance"] = {"command": "sweet-rl credit --config study_cpu", "git_commit": "d328505" + "0" * 33,
+                            "git_dirty": True}
+    path.write_text(json.dumps(result))
+    assert main(["credit-report", str(path)]) == 0
     text = capsys.readouterr().out
+    assert "Written by `sweet-rl credit --config study_cpu` at d328505000 (uncommitted changes)." in text
     rankers = {line.split("|")[1].strip(): line for line in text.split("| ranker ")[1].split("\n\n")[0].splitlines()}
     assert rankers["trained_with_c"].count(" 100.0 [100.0, 100.0] ") == 4  # top-1 and pick value, both kinds
     assert rankers["untrained_with_c"].count(" 0.0 [0.0, 0.0] ") == 4

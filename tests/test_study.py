@@ -930,6 +930,10 @@ def test_credit_prepare_runs_the_missing_stages_then_measures_and_a_second_call_
                 (run / "credit" / "held_out" / "evaluate" / "zero_shot" / "trajectories.jsonl").read_text().splitlines()}
     assert held_out and held_out <= {t["task_id"] for t in files["validation"]}
     assert result["settings"]["held_out"] == f"the zero-shot policy on {tmp_path / 'validation.jsonl'}"
+    # what wrote the file: the command line as given, and the code's commit where git knows it
+    assert result["provenance"]["command"].startswith(f"sweet-rl credit --config {tmp_path / 'run.yaml'} ")
+    assert result["provenance"]["command"].endswith("--credit.train_variants 'beta1=--beta 1.0' --credit.prepare true")
+    assert result["provenance"]["git_commit"] is None or len(result["provenance"]["git_commit"]) == 40
     assert "trained_without_c" in result["rankers"] and "trained_with_c - trained_without_c" in result["paired"]
     (variant,) = result["variants"]
     assert variant["label"] == "beta1" and variant["settings"] == {"beta": 1.0}

@@ -179,7 +179,7 @@ def run_credit(config_path: Any, cli_args: Sequence[str] = (), stream: Any = Non
         raise ConfigError(f"credit: {err}") from err
     check_results_path(args)
     study = Study(config_path, rest, stream=stream or sys.stdout)
-    return Credit(study, args).run()
+    return Credit(study, args, command=["sweet-rl", "credit", "--config", str(config_path), *cli_args]).run()
 
 
 def check_results_path(args: CreditArguments) -> None:
@@ -207,8 +207,9 @@ def check_results_path(args: CreditArguments) -> None:
 
 
 class Credit:
-    def __init__(self, study: Any, args: CreditArguments):
+    def __init__(self, study: Any, args: CreditArguments, command: Sequence[str] = ()):
         self.study, self.args, self.out = study, args, study.out
+        self.command = list(command)
         self.run_dir = study.run_dir
         self.folder = self.run_dir / args.output_name
         self.seconds: dict[str, float] = {}
@@ -431,6 +432,7 @@ class Credit:
                                variant_runs=self.variant_runs())
         result["seconds"] = self.seconds_per_part()
         result["run_dir"] = str(self.run_dir)
+        result["provenance"] = provenance(self.command)
         text = json.dumps(result, indent=1)
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "critic_credit.json").write_text(text, encoding="utf-8")
@@ -475,6 +477,15 @@ class Credit:
                           "settings": {key: value for key, value in sorted(settings.items())
                                        if shipped.get(key) != value}}
         return out
+
+
+def provenance(command: Sequence[str]) -> dict[str, Any]:
+    """What wrote the file: the command line and the code's commit (cached parts may come from earlier calls;
+    each score file's identity says which critic and ground truth it belongs to)."""
+    from sweet_trl.study.protocol import running_code_state
+
+    commit, dirty = running_code_state()
+    return {"command": shlex.join(command), "git_commit": commit, "git_dirty": dirty}
 
 
 # what says nothing about the critic itself: where it ran and was written

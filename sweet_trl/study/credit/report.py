@@ -68,13 +68,22 @@ def _pair_signal_table(result: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _written_by(provenance: Mapping[str, Any] | None) -> list[str]:
+    """The line naming the command and commit that wrote the file (files written before it was recorded: none)."""
+    if not provenance:
+        return []
+    commit = (provenance.get("git_commit") or "unknown")[:10] + (" (uncommitted changes)" if provenance.get("git_dirty")
+                                                                  else "")
+    return [f"Written by `{provenance.get('command')}` at {commit}."]
+
+
 def markdown_tables(result: Mapping[str, Any], kinds: Sequence[str] = KINDS) -> str:
     """Every table of one credit file, for the kinds of turn asked for."""
     settings = result.get("settings", {})
     turns = f", question states at turns {settings['question_turns']}" if settings.get("question_turns") else ""
     lines = [f"N = {settings.get('N')} candidates x M = {settings.get('M')} continuations, up to "
              f"{settings.get('states_per_kind')} states per kind of turn{turns}; held out: {settings.get('held_out')}; "
-             f"run `{result.get('run_dir', '?')}`.", "",
+             f"run `{result.get('run_dir', '?')}`.", *_written_by(result.get("provenance")), "",
              "| ground truth | states | tasks | one message only | distinct candidates (mean) | "
              "with value spread (scored) | continuations | mean value SE | spread that is the reply |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
