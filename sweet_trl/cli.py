@@ -204,9 +204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_study(config_path, rest)
         elif command == "credit" and ("-h" in rest or "--help" in rest):
             from sweet_trl.study.credit import command as credit
+            from sweet_trl.study.credit.arguments import CreditArguments
 
             print(textwrap.dedent("    " + credit.__doc__))
-            pipeline.make_parser([credit.CreditArguments], prog="sweet-rl credit (--credit.<option>)").print_help()
+            pipeline.make_parser([CreditArguments], prog="sweet-rl credit (--credit.<option>)").print_help()
         elif command == "credit":
             from sweet_trl.study.credit.command import run_credit
 

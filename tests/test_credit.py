@@ -13,7 +13,6 @@ from colbench_gym.tasks import load_builtin
 from sweet_trl.generation import Generation
 from sweet_trl.rollouts import collect
 from sweet_trl.study.credit import metrics
-from sweet_trl.study.credit.command import ground_truth_summary
 from sweet_trl.study.credit.mc_values import (
     MonteCarloSettings,
     candidate_values,
@@ -23,6 +22,7 @@ from sweet_trl.study.credit.mc_values import (
     monte_carlo_values,
 )
 from sweet_trl.study.credit.replay import ReplayScript, ReplayTurnState
+from sweet_trl.study.credit.results import ground_truth_summary
 
 TASKS = load_builtin("train")[:3]
 WRONG = "I WANT TO ANSWER:\ndef nothing():\n    return None"
@@ -255,7 +255,8 @@ def test_credit_report_prints_every_ranker_difference_and_scaling_row_as_markdow
 
     from sweet_trl.cli import main
     from sweet_trl.pairs import DIFFERENCES as CLASSES
-    from sweet_trl.study.credit.command import CreditArguments, credit_report
+    from sweet_trl.study.credit.arguments import CreditArguments
+    from sweet_trl.study.credit.results import credit_report
 
     def row(i, kind, values):
         return {"state_id": f"{kind}{i}", "task_id": f"t{i // 2}", "kind": kind, "candidates": ["a", "b", "c"],
@@ -383,7 +384,7 @@ def test_a_results_file_is_not_rewritten_without_the_rows_it_holds(tmp_path):
     """A read-back with an older command line (fewer --credit.scaling / --credit.variants) would drop the critics
     scored since: refused before any work, naming them; the same rows, another path or overwrite_results go on."""
     from sweet_trl.pipeline_config import ConfigError
-    from sweet_trl.study.credit.command import CreditArguments, check_results_path
+    from sweet_trl.study.credit.arguments import CreditArguments, check_results_path
 
     path = tmp_path / "credit.json"
     path.write_text(json.dumps({"scaling": [{"label": "1x"}, {"label": "3x"}],

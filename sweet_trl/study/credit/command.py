@@ -6,19 +6,22 @@
 It reads a study run: the warm-started policy, the zero-shot evaluation's episodes on the held-out tasks (the
 states), the collection (the value function's training data), ``train_critic/`` and, when the run has it,
 ``no_privileged/train_critic/``. With ``--credit.prepare true`` it first runs whichever of those stages is missing
-(each skipped when complete), so that one command measures from a fresh clone::
+(each skipped when complete), so that one command measures from an empty folder, here on validation states with a
+variant critic trained on the run's pairs::
 
-    sweet-rl credit --config study_cpu --run_dir runs/credit $(python -m sweet_trl.precision) --credit.prepare true \
+    sweet-rl credit --config study_cpu --run_dir runs/credit $(python -m sweet_trl.precision) --credit.prepare true \\
         --credit.held_out_tasks procedural:validation --credit.train_variants "r64=--lora_r 64 --lora_alpha 128"
- It makes the ground truth (:mod:`~sweet_trl.study.credit.mc_values`),
-fits the value-function baseline, scores every ranker (:mod:`~sweet_trl.study.credit.scoring`) and writes
-``<run_dir>/credit/critic_credit.json``. Every part is cached under ``<run_dir>/credit/``: a stopped run goes on
+
+It makes the ground truth (:mod:`~sweet_trl.study.credit.mc_values`), fits the value-function baseline, scores every
+ranker (:mod:`~sweet_trl.study.credit.scoring`) and writes ``<run_dir>/credit/critic_credit.json``
+(:mod:`~sweet_trl.study.credit.results`). Every part is cached under ``<run_dir>/credit/``: a stopped run goes on
 where it stopped, and a finished one only recomputes the statistics. ``--credit.scaling 0.25x=runs/other_run``
 adds the critic of another run (trained on another amount of data) to the ``scaling`` table;
 ``--credit.variants beta1=runs/other_critic`` the critic of a run trained on the same data with other settings to the
 ``variants`` table (the settings that differ are read from its stage marker), each under the run's ranking and
 ``critic_advantage``, paired with the untrained start and with this run's critic. Choosing settings this way reads
-states of ``--credit.held_out`` episodes (a validation split), never the test tasks.
+states of held-out episodes of a validation split (``--credit.held_out_tasks`` or ``--credit.held_out``), never
+the test tasks.
 """
 
 from __future__ import annotations
@@ -28,138 +31,14 @@ import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sweet_trl.study.credit import metrics, scoring
-from sweet_trl.study.credit.mc_values import KINDS, MonteCarloSettings, monte_carlo_values
-
-# what training adds (each ranking of the trained critic against its untrained start), what c adds, the baseline
-PAIRED = (("trained_with_c", "untrained_with_c"), ("trained_with_c", "trained_without_c"),
-          ("trained_with_c", "value_function"))
-
-
-def paired_names(rankers: Sequence[str]) -> list[tuple[str, str]]:
-    """:data:`PAIRED`, every ranking of the trained critic against the untrained one, and every ranker against a
-    random pick, for the rankers present."""
-    variants = [(name, "untrained_with_c") for name in rankers if name.startswith("trained_with_c:")]
-    chance = [(name, "random") for name in rankers if name != "random"]
-    return [(a, b) for a, b in (*PAIRED, *variants, *chance) if a in rankers and b in rankers]
-
-
-@dataclass
-class CreditArguments:
-    r"""
-    The `credit` command: the critics' per-turn credit against Monte Carlo returns on held-out turn states.
-
-    Parameters:
-        states_per_kind (`int`, *optional*, defaults to `48`):
-            Held-out question turns and answer turns (each at most this many, one of each kind per episode) from
-            the zero-shot evaluation's episodes.
-        num_candidates (`int`, *optional*, defaults to `8`):
-            Candidate messages the policy samples per state (N).
-        continuations (`int`, *optional*, defaults to `4`):
-            Episodes the policy plays from every candidate that does not end the episode (M); a candidate that
-            answers is graded, its value exact.
-        question_turns (`list[int]` or `None`, *optional*, defaults to `None`):
-            Draw question states at these agent turns only (0 the first): `1 2 3` in a family whose every episode
-            opens with the same question. Every turn when unset.
-        value_function (`bool`, *optional*, defaults to `True`):
-            Fit and score the value-function baseline (a scalar head on returns, without c).
-        value_function_learning_rate (`float`, *optional*, defaults to `2e-4`):
-            Its learning rate (LoRA).
-        value_function_epochs (`float`, *optional*, defaults to `2.0`):
-            Its epochs over every agent turn of the collection.
-        scaling (`list[str]`, *optional*, defaults to `[]`):
-            `label=run_dir` of other runs whose `train_critic/` is complete (the same states and candidates are
-            scored by each): the `scaling` table, with this run's own critic as `1x`.
-        variants (`list[str]`, *optional*, defaults to `[]`):
-            `label=run_dir` of runs whose critic was trained on this run's critic pairs with other settings (a
-            folder linking `collect`, `critic_pairs` and `warm_start`, then `sweet-rl train-critic --beta 1.0`, say):
-            the `variants` table.
-        train_variants (`list[str]`, *optional*, defaults to `[]`):
-            `label=options`: a critic trained on this run's critic pairs with these `train-critic` options
-            (`r64=--lora_r 64 --lora_alpha 128`), in `<run_dir>/variant_<label>/` (which links the run's
-            `collect` and `critic_pairs`), trained by `prepare`, then scored as a row of the `variants` table.
-        without_c (`bool`, *optional*, defaults to `True`):
-            Score the critic trained without c (`no_privileged/train_critic/`, the paper's ablation) where the run
-            has it; `prepare` trains it. `false`: neither.
-        prepare (`bool`, *optional*, defaults to `False`):
-            First run the stages the measurement reads where they are missing, each skipped when complete (a
-            stopped command goes on where it stopped): the warm start, the collection, the critic pairs, the
-            critic, the critic without c, each `train_variants` critic and the zero-shot evaluation the states come
-            from. Without it a missing stage is an error that names it.
-        held_out_tasks (`str` or `None`, *optional*, defaults to `None`):
-            The states come from the zero-shot policy's episodes on these tasks (`procedural:validation`), an
-            evaluation in `<run_dir>/<output_name>/held_out/` that `prepare` makes. Not with `held_out`.
-        held_out (`str` or `None`, *optional*, defaults to `None`):
-            The held-out episodes the states come from (a trajectories file: an evaluation on
-            `procedural:validation`, say, to choose critic settings without reading the test tasks). Default: the
-            run's zero-shot evaluation on its `eval_tasks`.
-        output_name (`str`, *optional*, defaults to `"credit"`):
-            The folder under the run that holds the ground truth, the scores and the JSON (one per source of states).
-        results_path (`str` or `None`, *optional*, defaults to `None`):
-            Also write the JSON here (for example `benchmarks/results/critic_credit.json`). A file there that holds
-            `scaling` or `variants` rows this command does not score is not rewritten (the command stops before any
-            work and names them): a read-back with an older command line would drop the critics scored since.
-        overwrite_results (`bool`, *optional*, defaults to `False`):
-            Rewrite `results_path` even so.
-        bootstrap_samples (`int`, *optional*, defaults to `10000`):
-            Resamples of the tasks for every interval.
-        seed (`int`, *optional*, defaults to `0`):
-            The states' selection, the candidates, the continuations and the bootstrap.
-    """
-
-    states_per_kind: int = 48
-    num_candidates: int = 8
-    continuations: int = 4
-    question_turns: list[int] | None = None
-    value_function: bool = True
-    value_function_learning_rate: float = 2e-4
-    value_function_epochs: float = 2.0
-    scaling: list[str] = field(default_factory=list)
-    variants: list[str] = field(default_factory=list)
-    train_variants: list[str] = field(default_factory=list)
-    without_c: bool = True
-    prepare: bool = False
-    held_out_tasks: str | None = None
-    held_out: str | None = None
-    output_name: str = "credit"
-    results_path: str | None = None
-    overwrite_results: bool = False
-    bootstrap_samples: int = 10_000
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("states_per_kind", "num_candidates", "continuations"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.num_candidates < 2:
-            raise ValueError("num_candidates must be >= 2: one candidate has no order to agree with")
-        if self.held_out and self.held_out_tasks:
-            raise ValueError("held_out (episodes) and held_out_tasks (tasks to play them on) name the states twice: "
-                             "give one")
-        for option, value in (("scaling", "run_dir"), ("variants", "run_dir"), ("train_variants", "options")):
-            for entry in getattr(self, option):
-                if "=" not in entry or not entry.split("=", 1)[0] or not entry.split("=", 1)[1]:
-                    raise ValueError(f"{option} entries are label={value}, got {entry!r}")
-        for entry in self.train_variants:
-            label, options = entry.split("=", 1)
-            if not label.replace("_", "").replace("-", "").isalnum():
-                raise ValueError(f"train_variants labels name folders (letters, digits, _ and -), got {label!r}")
-            shlex.split(options)  # unbalanced quotes fail here, before any work
-        for table, entries in (("scaling", self.scaling), ("variants", [*self.variants, *self.train_variants])):
-            labels = [entry.split("=", 1)[0] for entry in entries]
-            if len(set(labels)) != len(labels):
-                raise ValueError(f"{table} labels must differ, got {labels}")
-
-    def variant_runs(self, run_dir: Path) -> list[tuple[str, Path]]:
-        """``(label, run folder)`` of every variant critic: those named by ``variants`` and those ``train_variants``
-        trains under ``run_dir``."""
-        named = [(e.split("=", 1)[0], Path(e.split("=", 1)[1])) for e in self.variants]
-        return [*named, *((e.split("=", 1)[0], run_dir / f"variant_{e.split('=', 1)[0]}") for e in self.train_variants)]
+from sweet_trl.study.credit import scoring
+from sweet_trl.study.credit.arguments import CreditArguments, check_results_path
+from sweet_trl.study.credit.mc_values import MonteCarloSettings, monte_carlo_values
+from sweet_trl.study.credit.results import credit_report, critic_settings, format_report, provenance
 
 
 def run_credit(config_path: Any, cli_args: Sequence[str] = (), stream: Any = None) -> dict[str, Any]:
@@ -180,30 +59,6 @@ def run_credit(config_path: Any, cli_args: Sequence[str] = (), stream: Any = Non
     check_results_path(args)
     study = Study(config_path, rest, stream=stream or sys.stdout)
     return Credit(study, args, command=["sweet-rl", "credit", "--config", str(config_path), *cli_args]).run()
-
-
-def check_results_path(args: CreditArguments) -> None:
-    """Refuse, before any work, to rewrite a results file that holds rows this command would not write again."""
-    from sweet_trl.pipeline_config import ConfigError
-
-    path = Path(args.results_path) if args.results_path else None
-    if path is None or args.overwrite_results or not path.exists():
-        return
-    try:
-        earlier = json.loads(path.read_text(encoding="utf-8"))
-        tables = {table: [row["label"] for row in earlier.get(table, [])] for table in ("scaling", "variants")}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
-        raise ConfigError(f"credit: {path} is not a credit results file ({err}); write elsewhere "
-                          "(--credit.results_path) or --credit.overwrite_results true") from err
-    scored = {"scaling": {"1x", *(e.split("=", 1)[0] for e in args.scaling)},
-              "variants": {e.split("=", 1)[0] for e in [*args.variants, *args.train_variants]}}
-    lost = {table: [label for label in labels if label not in scored[table]] for table, labels in tables.items()}
-    lost = {table: labels for table, labels in lost.items() if labels}
-    if lost:
-        rows = "; ".join(f"{table}: {', '.join(labels)}" for table, labels in lost.items())
-        raise ConfigError(f"credit: {path} holds rows this command does not score ({rows}); rewriting it would lose "
-                          "them. Name them again (--credit.scaling / --credit.variants label=run_dir), write "
-                          "elsewhere (--credit.results_path), or --credit.overwrite_results true")
 
 
 class Credit:
@@ -477,127 +332,3 @@ class Credit:
                           "settings": {key: value for key, value in sorted(settings.items())
                                        if shipped.get(key) != value}}
         return out
-
-
-def provenance(command: Sequence[str]) -> dict[str, Any]:
-    """What wrote the file: the command line and the code's commit (cached parts may come from earlier calls;
-    each score file's identity says which critic and ground truth it belongs to)."""
-    from sweet_trl.study.protocol import running_code_state
-
-    commit, dirty = running_code_state()
-    return {"command": shlex.join(command), "git_commit": commit, "git_dirty": dirty}
-
-
-# what says nothing about the critic itself: where it ran and was written
-_PLACES = {"run_dir", "output_dir", "policy_model", "critic_model", "logging_dir", "hub_token", "force"}
-
-
-def critic_settings(marker: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``train_critic`` marker's settings, every section's options in one mapping (places left out)."""
-    return {key: value for section in marker.get("config", []) if isinstance(section, dict)
-            for key, value in section.items() if key not in _PLACES}
-
-
-def credit_report(rows: Sequence[Mapping[str, Any]], scores: Mapping[str, Sequence[Sequence[float]]],
-                  args: CreditArguments, scaling_runs: Mapping[str, Mapping[str, Any]] | None = None,
-                  variant_runs: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """The JSON: per ranker and kind of turn the three figures; the paired differences; the scaling and variant
-    tables; the ground truth's settings and what it holds."""
-    scored = [{**row, "scores": {name: list(s[i]) for name, s in scores.items()}} for i, row in enumerate(rows)]
-    by_kind = {kind: [r for r in scored if r["kind"] == kind] for kind in KINDS}
-    samples, seed = args.bootstrap_samples, args.seed
-
-    def figures(name: str) -> dict[str, Any]:
-        return {f"{kind}_turns": metrics.summarise(by_kind[kind], name, seed=seed, samples=samples) for kind in KINDS}
-
-    rankers = {name: figures(name) for name in [*scores, "random"]
-               if not name.startswith(("scaling:", "variant:"))}
-
-    def paired_with(name: str, other: str) -> dict[str, Any] | None:
-        if other not in scores:
-            return None
-        return {f"{kind}_turns": metrics.paired(by_kind[kind], name, other, seed=seed, samples=samples)
-                for kind in KINDS}
-
-    paired = {f"{a} - {b}": {f"{kind}_turns": metrics.paired(by_kind[kind], a, b, seed=seed, samples=samples)
-                             for kind in KINDS}
-              for a, b in paired_names(list(rankers))}
-    scaling = []
-    for label, data in (scaling_runs or {}).items():
-        name = "trained_with_c" if label == "1x" else f"scaling:{label}"
-        if name not in scores:
-            continue
-        scaling.append({"label": label, **data, **figures(name),
-                        "paired_with_untrained": paired_with(name, "untrained_with_c")})
-    variants = []
-    for label, data in (variant_runs or {}).items():
-        rankings = {}
-        for suffix, ranking in (("", "run_ranking"), (":critic_advantage", "critic_advantage")):
-            name, shipped = f"variant:{label}{suffix}", f"trained_with_c{suffix}"
-            if name in scores:
-                rankings[ranking] = {**figures(name), "paired_with_untrained": paired_with(name, "untrained_with_c"),
-                                     "paired_with_run_critic": paired_with(name, shipped)}
-        variants.append({"label": label, **data, "rankings": rankings})
-    return {"settings": {"N": args.num_candidates, "M": args.continuations, "states_per_kind": args.states_per_kind,
-                         **({"question_turns": args.question_turns} if args.question_turns else {}),
-                         "held_out": args.held_out or (f"the zero-shot policy on {args.held_out_tasks}"
-                                                       if args.held_out_tasks else
-                                                       "the run's zero-shot evaluation (evaluate/zero_shot)"),
-                         "seed": seed, "bootstrap_samples": samples},
-            "ground_truth": ground_truth_summary(rows),
-            "noise_ceiling": {f"{kind}_turns": metrics.noise_ceiling(by_kind[kind], seed=seed, samples=samples)
-                              for kind in KINDS if kind == "question"},  # answers are graded exactly
-            "rankers": rankers, "paired": paired, "scaling": scaling, "variants": variants}
-
-
-def ground_truth_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What the ground truth holds per kind of turn: states, distinct candidates (a message sampled twice is one),
-    the states whose distinct candidates' values differ (the only ones scored), exact values, continuations played,
-    the mean standard error of an estimated value; at question turns, the share of the values' spread that is which
-    reply each question drew (:func:`~sweet_trl.study.credit.metrics.reply_share`)."""
-    import math
-
-    out = {}
-    for kind in KINDS:
-        group = [r for r in rows if r["kind"] == kind]
-        estimated = [se for r in group for se, exact in zip(r["value_se"], r["exact"])
-                     if not exact and math.isfinite(se)]
-        finite = [[v for v in metrics.distinct_values(r)[0] if math.isfinite(v)] for r in group]
-        distinct = [len(set(r["candidates"])) if "candidates" in r else len(r["values"]) for r in group]
-        out[f"{kind}_turns"] = {
-            "states": len(group), "tasks": len({r["task_id"] for r in group}),
-            "states_with_one_message": sum(n == 1 for n in distinct),
-            "mean_distinct_candidates": sum(distinct) / len(distinct) if distinct else None,
-            "states_with_value_spread": sum(len(v) >= 2 and max(v) > min(v) for v in finite),
-            "candidates": sum(len(r["values"]) for r in group),
-            "exact_values": sum(sum(r["exact"]) for r in group),
-            "continuations": sum(n for r in group for n, exact in zip(r["samples"], r["exact"]) if not exact),
-            "candidates_without_value": sum(not math.isfinite(v) for r in group for v in r["values"]),
-            "mean_value_se": sum(estimated) / len(estimated) if estimated else None,
-        }
-        if kind == "question":
-            share = metrics.reply_share(group)
-            out[f"{kind}_turns"]["reply_share"] = None if share is None else share["share"]
-    return out
-
-
-def format_report(result: Mapping[str, Any]) -> str:
-    """The table a terminal shows: per ranker, top-1 and Spearman at question and answer turns."""
-    def cell(figure: Mapping[str, Any] | None, scale: float = 100.0) -> str:
-        if not figure:
-            return "-"
-        return f"{figure['mean'] * scale:6.1f} [{figure['low'] * scale:6.1f}, {figure['high'] * scale:6.1f}]"
-
-    lines = [f"{'ranker':<44} {'question top-1':>24} {'answer top-1':>24} {'question spearman':>24}"]
-    for name, figures in result["rankers"].items():
-        q, a = figures["question_turns"], figures["answer_turns"]
-        lines.append(f"{name:<44} {cell(q['top1']):>24} {cell(a['top1']):>24} {cell(q['spearman'], 1.0):>24}")
-    for name, figures in result["paired"].items():
-        q, a = figures["question_turns"], figures["answer_turns"]
-        lines.append(f"{name:<44} {cell(q['top1']):>24} {cell(a['top1']):>24} {cell(q['spearman'], 1.0):>24}")
-    ceiling = result.get("noise_ceiling", {}).get("question_turns") or {}
-    for name, label in (("split_half", "values, half against half"), ("random", "random, against half")):
-        if ceiling.get(name):
-            figure = ceiling[name]
-            lines.append(f"{label:<44} {cell(figure['top1']):>24} {'':>24} {cell(figure['spearman'], 1.0):>24}")
-    return "\n".join(lines)
