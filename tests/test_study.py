@@ -896,8 +896,9 @@ def test_credit_prepare_runs_the_missing_stages_then_measures_and_a_second_call_
         (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     tasks = {t.problem_description: t for split in files for t in resolve_tasks(str(tmp_path / f"{split}.jsonl"))}
     config = tiny_run_config(tmp_path, save_tiny_model(tmp_path / "tiny-llama"))
-    (tmp_path / "run.yaml").write_text(yaml.safe_dump({**config, "eval_tasks": str(tmp_path / "train.jsonl"),
-                                                       "evaluate": {"eval_episodes_per_task": 2}}))
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({
+        **config, "eval_tasks": str(tmp_path / "train.jsonl"), "evaluate": {"eval_episodes_per_task": 2},
+        "warm_start": {"warm_start_tasks": 4, "max_steps": 1, "learning_rate": 1e-3}}))
     options = ["--credit.states_per_kind", "2", "--credit.num_candidates", "2", "--credit.continuations", "1",
                "--credit.value_function", "false", "--credit.bootstrap_samples", "100",
                "--credit.held_out_tasks", str(tmp_path / "validation.jsonl"),
@@ -919,8 +920,12 @@ def test_credit_prepare_runs_the_missing_stages_then_measures_and_a_second_call_
         markers = {path.parent.relative_to(run).as_posix(): path.stat().st_mtime_ns
                    for path in run.rglob("_COMPLETE.json")}
         again = run_credit(tmp_path / "run.yaml", [*options, "--credit.prepare", "true"], stream=io.StringIO())
-    assert {"collect", "critic_pairs", "train_critic", "no_privileged/train_critic", "variant_beta1/train_critic",
-            "credit/held_out/evaluate/zero_shot"} <= set(markers)
+    assert {"warm_start", "collect", "critic_pairs", "train_critic", "no_privileged/train_critic",
+            "variant_beta1/train_critic", "credit/held_out/evaluate/zero_shot"} <= set(markers)
+    # every stage started from the warm-started policy, as the study's own would
+    warm = str(run / "warm_start" / "merged")
+    for stage in ("collect", "credit/held_out/evaluate/zero_shot"):
+        assert json.loads((run / stage / "_COMPLETE.json").read_text())["config"][0]["policy_model"] == warm, stage
     assert made > 0 and len(calls) == made  # the second call ran no stage and sampled nothing
     assert {path.parent.relative_to(run).as_posix(): path.stat().st_mtime_ns
             for path in run.rglob("_COMPLETE.json")} == markers
