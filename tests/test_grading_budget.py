@@ -141,12 +141,13 @@ def test_answers_inside_the_budget_score_as_without_one(grader):
 
 
 def test_a_slow_answer_past_the_budget_is_cut_where_it_ran_out(grader):
-    slow = "import time\ndef scale(x):\n    time.sleep(0.2)\n    return x * 3\n"
-    result = grader.grade(slow, REFERENCE, TESTS)  # 1 s: about four tests and a bit
+    slow = "import time\ndef scale(x):\n    time.sleep(0.3)\n    return x * 3\n"
+    result = grader.grade(slow, REFERENCE, TESTS)  # 1 s: three tests (0.9 s), the fourth would end at 1.2 s
     statuses = [test.status for test in result.tests]
     passed = statuses.count(TestStatus.PASSED)
-    # A loaded machine may delay the child a little: two or three tests may pass where four fit.
-    assert 2 <= passed <= 4 and statuses == [TestStatus.PASSED] * passed + [TestStatus.TIMEOUT] * (10 - passed)
+    # A loaded machine may delay the child a little: two tests may pass where three fit. (A sleep that divides the
+    # budget, 0.2 s, put the fifth test's end on the deadline itself: a late cut let it pass under load.)
+    assert 2 <= passed <= 3 and statuses == [TestStatus.PASSED] * passed + [TestStatus.TIMEOUT] * (10 - passed)
     assert result.out_of_budget and result.tests_cut == 10 - passed
     assert "ran out during this test (wall-clock time)" in result.tests[passed].detail
     assert all(test.detail.startswith("not run:") for test in result.tests[passed + 1:])
