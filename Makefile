@@ -57,8 +57,9 @@ fair-study: setup
 
 # The critics against Monte Carlo returns (sweet_trl/study/credit): every ranker at held-out question and answer
 # turns; resumable. On a finished study run it trains nothing; from a fresh clone it first runs the stages it reads
-# (warm start, collection, the critics with and without c, the zero-shot evaluation). Settings are chosen on
-# validation states: CREDIT_ARGS="--run_dir runs/credit --credit.held_out_tasks procedural:validation
+# (warm start, collection, the critics with and without c, the zero-shot evaluation: about 2 h on 2 cores, summed
+# from the stage times in benchmarks/RESULTS.md). Settings are chosen on validation states:
+# CREDIT_ARGS="--run_dir runs/credit --credit.held_out_tasks procedural:validation
 # --credit.train_variants 'r64=--lora_r 64 --lora_alpha 128' --credit.results_path runs/credit_validation.json"
 CREDIT_ARGS ?=
 credit: setup
