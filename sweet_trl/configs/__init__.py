@@ -29,6 +29,15 @@ def names() -> list[str]:
     return sorted(path.stem for path in _FOLDER.glob(f"*{_SUFFIX}"))
 
 
+def display_name(config: str | os.PathLike) -> str:
+    """How to write ``config`` on a command line: a shipped configuration's file as its name (``study_cpu``), any
+    other as given."""
+    path = Path(config)
+    if path.suffix == _SUFFIX and path.stem in names() and path.resolve() == config_path(path.stem).resolve():
+        return path.stem
+    return os.fspath(config)
+
+
 def config_path(name: str) -> Path:
     """The file of the shipped configuration ``name`` (``"demo_cpu"`` or ``"demo_cpu.yaml"``).
 

@@ -45,6 +45,7 @@ def run_credit(config_path: Any, cli_args: Sequence[str] = (), stream: Any = Non
     """The command: parse, measure, write the JSON; returns it."""
     import sys
 
+    from sweet_trl.configs import display_name
     from sweet_trl.pipeline_config import ConfigError, make_parser, split_overrides
     from sweet_trl.study.runner import Study
 
@@ -58,7 +59,7 @@ def run_credit(config_path: Any, cli_args: Sequence[str] = (), stream: Any = Non
         raise ConfigError(f"credit: {err}") from err
     check_results_path(args)
     study = Study(config_path, rest, stream=stream or sys.stdout)
-    return Credit(study, args, command=["sweet-rl", "credit", "--config", str(config_path), *cli_args]).run()
+    return Credit(study, args, command=["sweet-rl", "credit", "--config", display_name(config_path), *cli_args]).run()
 
 
 class Credit:
