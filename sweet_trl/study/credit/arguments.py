@@ -114,11 +114,15 @@ class CreditArguments:
             if len(set(labels)) != len(labels):
                 raise ValueError(f"{table} labels must differ, got {labels}")
 
-    def variant_runs(self, run_dir: Path) -> list[tuple[str, Path]]:
+    def trained_variants(self) -> list[tuple[str, list[str]]]:
+        """``(label, train-critic options)`` of each ``train_variants`` entry."""
+        return [(entry.split("=", 1)[0], shlex.split(entry.split("=", 1)[1])) for entry in self.train_variants]
+
+    def variant_folders(self, run_dir: Path) -> list[tuple[str, Path]]:
         """``(label, run folder)`` of every variant critic: those named by ``variants`` and those ``train_variants``
-        trains under ``run_dir``."""
-        named = [(e.split("=", 1)[0], Path(e.split("=", 1)[1])) for e in self.variants]
-        return [*named, *((e.split("=", 1)[0], run_dir / f"variant_{e.split('=', 1)[0]}") for e in self.train_variants)]
+        trains in ``<run_dir>/variant_<label>``."""
+        named = [(entry.split("=", 1)[0], Path(entry.split("=", 1)[1])) for entry in self.variants]
+        return [*named, *((label, run_dir / f"variant_{label}") for label, _ in self.trained_variants())]
 
 
 def check_results_path(args: CreditArguments) -> None:

@@ -27,7 +27,6 @@ the test tasks.
 from __future__ import annotations
 
 import json
-import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -127,8 +126,7 @@ class Credit:
         for name in ("collect", "critic_pairs", "train_critic"):
             study.stage(name, base)
         critics = [("no_privileged", ["--use_privileged", "false"])] if self.args.without_c else []
-        critics += [(f"variant_{e.split('=', 1)[0]}", shlex.split(e.split("=", 1)[1]))
-                    for e in self.args.train_variants]
+        critics += [(f"variant_{label}", options) for label, options in self.args.trained_variants()]
         for folder, options in critics:
             study.link_shared(base / folder, ("collect", "critic_pairs"))
             study.stage("train_critic", base / folder, *options, key=f"{folder}/train_critic")
@@ -230,14 +228,15 @@ class Credit:
                     **{f"trained_with_c:{r}": r for r in RANKINGS if r != rank_args.ranking}}
         critic_block(self.run_dir / "train_critic", rankings, untrained=True)
         without_c = self.run_dir / "no_privileged" / "train_critic"
-        if self.args.without_c and (without_c / "_COMPLETE.json").exists():
-            critic_block(without_c, {"trained_without_c": rank_args.ranking})
-        elif self.args.without_c:
-            self.log(f"no critic without c ({without_c} is not complete): its rows are left out")
+        if self.args.without_c:
+            if (without_c / "_COMPLETE.json").exists():
+                critic_block(without_c, {"trained_without_c": rank_args.ranking})
+            else:
+                self.log(f"no critic without c ({without_c} is not complete): its rows are left out")
         for entry in self.args.scaling:
             label, other = entry.split("=", 1)
             critic_block(Path(other) / "train_critic", {f"scaling:{label}": rank_args.ranking})
-        for label, other in self.args.variant_runs(self.run_dir):
+        for label, other in self.args.variant_folders(self.run_dir):
             critic_block(other / "train_critic", {
                 f"variant:{label}": rank_args.ranking,
                 **({f"variant:{label}:critic_advantage": "critic_advantage"}
@@ -324,7 +323,7 @@ class Credit:
         """Per variant label, its run and the critic settings in which it differs from this run's critic."""
         shipped = critic_settings(self.marker(self.run_dir / "train_critic"))
         out = {}
-        for label, run_dir in self.args.variant_runs(self.run_dir):
+        for label, run_dir in self.args.variant_folders(self.run_dir):
             marker = self.marker(run_dir / "train_critic")
             settings = critic_settings(marker)
             out[label] = {"run_dir": str(run_dir), "steps": marker["counts"].get("steps"),
