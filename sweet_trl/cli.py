@@ -143,6 +143,18 @@ def _fail(command: str, message: str, status: int) -> int:
     return status
 
 
+def _print_section_help(arguments: type, section: str, prog: str) -> None:
+    """A command's own options as they are written on its command line: ``--<section>.<option>`` (an option
+    without the prefix goes to the stages)."""
+    from sweet_trl.pipeline_config import make_parser
+
+    parser = make_parser([arguments], prog=prog)
+    for action in parser._actions:  # argparse keeps no public list; the names are only rewritten for the help
+        if "--help" not in action.option_strings:
+            action.option_strings = [f"--{section}.{name[2:]}" for name in action.option_strings]
+    parser.print_help()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -188,14 +200,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise ConfigError(str(err)) from err
         if command == "pipeline" and ("-h" in rest or "--help" in rest):
             print(textwrap.dedent("    " + pipeline.run_pipeline.__doc__))
-            pipeline.make_parser([pipeline.PipelineArguments], prog="sweet-rl pipeline (--pipeline.<option>)").print_help()
+            _print_section_help(pipeline.PipelineArguments, "pipeline", "sweet-rl pipeline")
         elif command == "pipeline":
             pipeline.run_pipeline(config_path, rest)
         elif command == "study" and ("-h" in rest or "--help" in rest):
             from sweet_trl.study import StudyArguments, runner
 
             print(textwrap.dedent("    " + runner.run_study.__doc__))
-            pipeline.make_parser([StudyArguments], prog="sweet-rl study (--study.<option>)").print_help()
+            _print_section_help(StudyArguments, "study", "sweet-rl study")
         elif command == "study":
             from sweet_trl.study import run_study
 
@@ -207,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sweet_trl.study.credit.arguments import CreditArguments
 
             print(textwrap.dedent("    " + credit.__doc__))
-            pipeline.make_parser([CreditArguments], prog="sweet-rl credit (--credit.<option>)").print_help()
+            _print_section_help(CreditArguments, "credit", "sweet-rl credit")
         elif command == "credit":
             from sweet_trl.study.credit.command import run_credit
 
@@ -219,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sweet_trl.study.fair.config import FairStudyArguments
 
             print(textwrap.dedent("    " + fair.__doc__))
-            pipeline.make_parser([FairStudyArguments], prog="sweet-rl fair-study (--fair.<option>)").print_help()
+            _print_section_help(FairStudyArguments, "fair", "sweet-rl fair-study")
         elif command == "fair-study":
             from sweet_trl.study.fair import run_fair_study
 

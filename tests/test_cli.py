@@ -22,6 +22,7 @@ from sweet_trl.pipeline_config import (
     parse_stage_args,
     split_overrides,
 )
+from sweet_trl.study.runner import Study
 
 
 def _config(tmp_path: Path, text: str) -> Path:
@@ -63,7 +64,30 @@ def test_stage_help_documents_options(capsys):
 def test_pipeline_help_explains_overrides(capsys):
     assert cli.main(["pipeline", "--help"]) == 0
     text = capsys.readouterr().out
-    assert "--<stage>.key value" in text and "--evaluate_policies" in text and "--baselines" in text
+    assert "--<stage>.key value" in text and "--pipeline.evaluate_policies" in text
+    assert "--pipeline.baselines" in text and " --baselines" not in text
+
+
+def test_a_commands_own_options_without_their_prefix_are_refused_not_dropped(tmp_path, capsys, monkeypatch):
+    """Unprefixed options go to the stages: ``--rounds`` given to fair-study (meant as ``--fair.rounds``) reached no
+    stage and the study ran with its default. Each command's help writes its own options with their prefix."""
+    monkeypatch.chdir(tmp_path)  # the shipped configs' run folders are relative: nothing may be made there
+    path = _config(tmp_path, f"run_dir: {tmp_path / 'run'}\n")
+    with pytest.raises(ConfigError, match=r"no stage reads --baselines \(did you mean --pipeline.baselines\?\)"):
+        pipeline.run_pipeline(path, ["--baselines", "rft"])
+    # a plan runs nothing, so a check that let the option through fails here instead of starting the study
+    assert cli.main(["fair-study", "--config", "fair_cpu", "--rounds", "3", "--max_new_tokens", "32",
+                     "--fair.plan", "true"]) == 2
+    assert "no stage reads --rounds (did you mean --fair.rounds?)" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"\(did you mean --study.methods\?\)"):
+        Study("study_cpu", ["--methods", "sweet"])
+    assert cli.main(["credit", "--config", "study_cpu", "--continuations", "3"]) == 2
+    assert "are written --credit.continuations" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.yaml"]
+    for command, option in (("fair-study", "--fair.rounds"), ("study", "--study.methods"),
+                            ("credit", "--credit.continuations")):
+        assert cli.main([command, "--help"]) == 0
+        assert option in capsys.readouterr().out
 
 
 def test_unknown_commands_and_baselines_are_refused(capsys):

@@ -228,6 +228,25 @@ def _check_keys(config: dict[str, Any], shared_cli: Sequence[str] = (), everythi
     return known
 
 
+def refuse_unread_options(shared_cli: Sequence[str], known: dict[str, frozenset[str]], readers: Sequence[str],
+                          command: str, own_section: str) -> None:
+    """An unprefixed option goes to the stages that take it; one that only a section takes (``--rounds``, meant as
+    ``--fair.rounds``) would reach none and be dropped without a word: refused, with the spelling that is read."""
+    read = set().union(*(known[name] for name in readers))
+    unread = sorted(cli_keys(shared_cli) - read)
+    if not unread:
+        return
+
+    def meant(key: str) -> str:
+        sections = [own_section] if key in known[own_section] else [
+            name for name in SECTIONS if name not in readers and key in known.get(name, ())]
+        return " or ".join(f"--{section}.{key}" for section in sections)
+
+    hints = ", ".join(f"--{key} (did you mean {meant(key)}?)" for key in unread)
+    raise ConfigError(f"no stage reads {hints}: options without a prefix go to the stages, {command}'s own are "
+                      f"written --{own_section}.<option>")
+
+
 def setup_logging() -> None:
     """Progress of the library modules (pair counts, resumes, dropped rows) on stderr."""
     import logging
@@ -361,6 +380,7 @@ def run_pipeline(config_path: str | os.PathLike | None, cli_args: Sequence[str] 
     if unknown_sections:
         raise ConfigError(f"unknown stages in overrides: {unknown_sections} (stages: {list(SECTIONS)})")
     known = _check_keys(config, shared, everything=True)
+    refuse_unread_options(shared, known, [*STAGES, "report"], "sweet-rl pipeline", PIPELINE_SECTION)
     try:
         parser = make_parser([PipelineArguments], prog="sweet-rl pipeline")
         parser.set_defaults_with_config(**(config.get(PIPELINE_SECTION) or {}))

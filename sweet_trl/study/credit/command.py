@@ -26,6 +26,7 @@ the test tasks.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,7 +46,8 @@ def run_credit(config_path: Any, cli_args: Sequence[str] = (), stream: Any = Non
     import sys
 
     from sweet_trl.configs import display_name
-    from sweet_trl.pipeline_config import ConfigError, make_parser, split_overrides
+    from sweet_trl.pipeline import STAGES, _check_keys
+    from sweet_trl.pipeline_config import ConfigError, cli_keys, make_parser, split_overrides
     from sweet_trl.study.runner import Study
 
     shared, per_section = split_overrides(cli_args)
@@ -57,6 +59,11 @@ def run_credit(config_path: Any, cli_args: Sequence[str] = (), stream: Any = Non
     except ValueError as err:
         raise ConfigError(f"credit: {err}") from err
     check_results_path(args)
+    stage_options = set().union(*(_check_keys({}, (), everything=True)[name] for name in STAGES))
+    meant = sorted(cli_keys(shared) & {field.name for field in dataclasses.fields(CreditArguments)} - stage_options)
+    if meant:
+        raise ConfigError(f"no stage reads {', '.join('--' + key for key in meant)}: the measurement's own options "
+                          f"are written {', '.join('--credit.' + key for key in meant)}")
     study = Study(config_path, rest, stream=stream or sys.stdout)
     return Credit(study, args, command=["sweet-rl", "credit", "--config", display_name(config_path), *cli_args]).run()
 

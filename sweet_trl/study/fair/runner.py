@@ -54,6 +54,7 @@ def link(folder: Path, name: str, target: Path) -> None:
 
 class FairStudy(Study):
     section = "fair"
+    command = "fair-study"
     parse_arguments = staticmethod(parse_fair_arguments)
 
     def __init__(self, config_path: Any, cli_args: Sequence[str] = (), stream: Any = None):
