@@ -455,6 +455,11 @@ class EvaluateArguments:
     policy_base: str | None = None
 
     def __post_init__(self):
+        from sweet_trl.pipeline.stages import is_run_policy
+
+        underscored = self.policy.replace("-", "_")
+        if underscored != self.policy and is_run_policy(underscored) and not Path(self.policy).expanduser().exists():
+            self.policy = underscored  # `sweet-rl baseline zero-shot` spells the run's policies with hyphens
         if self.policy_base is not None and not (Path(self.policy).expanduser() / "adapter_config.json").is_file():
             raise ValueError(f"policy_base {self.policy_base!r} is the base of an adapter, but the policy "
                              f"{self.policy!r} is not an adapter folder (no adapter_config.json in it): leave "

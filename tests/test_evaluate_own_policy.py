@@ -102,6 +102,10 @@ def test_a_model_folder_is_evaluated_on_ones_own_tasks_in_a_fresh_folder(own, ca
     assert cli.main(["evaluate", "--config", "demo_cpu", "--run_dir", str(run["run_dir"]), "--policy", "zero_shot",
                      "--eval_tasks", str(own["tasks"]), *QUICK]) == 1
     assert "run `sweet-rl warm-start`" in capsys.readouterr().err
+    # spelled as `sweet-rl baseline zero-shot` spells it, it is the same policy of the run, not a Hub id to fetch
+    assert cli.main(["evaluate", "--config", "demo_cpu", "--run_dir", str(run["run_dir"]), "--policy", "zero-shot",
+                     "--eval_tasks", str(own["tasks"]), *QUICK]) == 1
+    assert "run `sweet-rl warm-start`" in capsys.readouterr().err
 
 
 def test_evaluate_prints_success_and_tests_passed_with_intervals(own, capsys):
