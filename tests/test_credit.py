@@ -305,6 +305,14 @@ def test_credit_report_prints_every_ranker_difference_and_scaling_row_as_markdow
     not_credit.write_text("{}")
     assert main(["credit-report", str(not_credit)]) == 2
     assert "not a credit file" in capsys.readouterr().err
+    # a run folder stands for the credit files it holds, one per measurement
+    (tmp_path / "run" / "credit").mkdir(parents=True)
+    (tmp_path / "run" / "credit" / "critic_credit.json").write_text(path.read_text())
+    assert main(["credit-report", str(tmp_path / "run")]) == 0
+    assert f"### {tmp_path / 'run' / 'credit' / 'critic_credit.json'}" in capsys.readouterr().out
+    (tmp_path / "empty").mkdir()
+    assert main(["credit-report", str(tmp_path / "empty")]) == 2
+    assert "holds no critic_credit.json" in capsys.readouterr().err
 
 
 def test_the_noise_ceiling_values_each_candidate_from_disjoint_halves_of_its_continuations():

@@ -351,3 +351,16 @@ def test_fair_report_versus_compares_the_same_arms_of_two_runs_task_by_task(tiny
     with pytest.raises(ValueError, match="spent other compute"):
         versus_comparisons(base, spent)
     assert main(["fair-report", str(paths[0]), "--versus"]) == 2  # two files, not one
+    assert "the run changed from, then the changed run" in capsys.readouterr().err
+    older = copy.deepcopy(base)
+    del older["test_per_task"]  # a file written before per-task figures were kept: named, with what to do
+    paths[0].write_text(json.dumps(older))
+    assert main(["fair-report", *map(str, paths), "--versus"]) == 2
+    assert f"{paths[0]} has no per-task test figures" in capsys.readouterr().err
+    # a run folder stands for the JSON it holds
+    assert main(["fair-report", str(tiny_fair["run"])]) == 0
+    assert f"### {tiny_fair['run'] / 'fair' / 'fair_study.json'}" in capsys.readouterr().out
+    empty = tiny_fair["root"] / "not_a_run"
+    empty.mkdir(exist_ok=True)
+    assert main(["fair-report", str(empty)]) == 2
+    assert "holds no fair_study.json" in capsys.readouterr().err

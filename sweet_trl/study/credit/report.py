@@ -135,6 +135,19 @@ def markdown_tables(result: Mapping[str, Any], kinds: Sequence[str] = KINDS) -> 
     return "\n".join(lines)
 
 
+def results_files(path: str) -> list[str]:
+    """A credit file as given, or those of a run folder (``<run_dir>/<output_name>/critic_credit.json``, one per
+    measurement: ``credit``, ``credit_validation``, ...)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return [path]
+    found = sorted(map(str, [*folder.glob("critic_credit.json"), *folder.glob("*/critic_credit.json")]))
+    if not found:
+        raise ValueError(f"{path} holds no critic_credit.json (sweet-rl credit writes "
+                         "<run_dir>/<credit.output_name>/critic_credit.json)")
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``sweet-rl credit-report CRITIC_CREDIT_JSON... [--kind question|answer]``: each file's tables in turn."""
     import argparse
@@ -142,12 +155,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sweet-rl credit-report",
                                      description="A credit file (sweet-rl credit) as Markdown tables: ground truth, "
                                                  "rankers, paired differences, scaling, variants.")
-    parser.add_argument("results", nargs="+", help="critic_credit.json files")
+    parser.add_argument("results", nargs="+", help="critic_credit.json files, or run folders")
     parser.add_argument("--kind", choices=KINDS, action="append",
                         help="only this kind of turn (repeatable; default: both)")
     args = parser.parse_args(argv)
     texts = []
-    for path in args.results:
+    for path in [found for given in args.results for found in results_files(given)]:
         result = json.loads(Path(path).read_text(encoding="utf-8"))
         if not isinstance(result, dict) or "rankers" not in result or "ground_truth" not in result:
             raise ValueError(f"{path} is not a credit file of `sweet-rl credit` (no rankers or ground_truth)")

@@ -401,6 +401,18 @@ def versus_comparisons(base: Mapping[str, Any], other: Mapping[str, Any], sample
     return {arm: arm_comparison(rows_b[arm], rows_a[arm], samples, seed) for arm in arms}
 
 
+def results_file(path: str) -> str:
+    """A results file as given, or the one a fair study's run folder holds (``<run_dir>/fair/fair_study.json``)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return path
+    for found in (folder / "fair" / "fair_study.json", folder / "fair_study.json"):
+        if found.is_file():
+            return str(found)
+    raise ValueError(f"{path} holds no fair_study.json (a study writes <run_dir>/fair/fair_study.json after its "
+                     f"first arm is read on test); `sweet-rl status {path}` shows its stages")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``sweet-rl fair-report FAIR_STUDY_JSON... [--pooled] [--versus]``: each file's tables, one after another; with
     ``--pooled``, then the comparisons of every seed pooled task by task; with ``--versus`` (two files of two runs),
@@ -410,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sweet-rl fair-report",
                                      description="A fair study's JSON as Markdown tables (validation by round, "
                                                  "compute, test, comparisons).")
-    parser.add_argument("results", nargs="+", help="fair_study.json files (one per seed)")
+    parser.add_argument("results", nargs="+", help="fair_study.json files (one per seed), or run folders")
     parser.add_argument("--pooled", action="store_true",
                         help="also pool the seeds task by task (each arm's per-task success averaged over seeds); "
                              "files of one seed are joined first (a run's later arms in a file of their own)")
@@ -428,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.runs and len(args.runs) != len(args.results):
         raise ValueError(f"--runs names {len(args.runs)} folders for {len(args.results)} files: one per file")
     texts, files = [], {}
-    for index, path in enumerate(args.results):
+    for index, path in enumerate(map(results_file, args.results)):
         results = json.loads(Path(path).read_text(encoding="utf-8"))
         if not isinstance(results, dict) or "protocol" not in results or "arms" not in results:
             raise ValueError(f"{path} is not a fair study's JSON (no protocol or arms)")
@@ -444,8 +456,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         texts.append(f"### {path}\n\n{text}")
     if args.versus:
         if len(files) != 2:
-            raise ValueError("--versus compares two files: the run changed, then the run it was changed from")
+            raise ValueError("--versus compares two files: the run changed from, then the changed run (each arm "
+                             "of the second is compared against the same arm of the first)")
         (name_a, base), (name_b, other) = files.items()
+        for name, results in files.items():
+            if not results.get("test_per_task"):
+                raise ValueError(f"{name} has no per-task test figures (written before they were kept): give its "
+                                 "run folder with --runs, or a file joined from its parts (--join)")
         table = comparisons_table({f"{arm}: {Path(name_b).stem} - {Path(name_a).stem}": entry
                                    for arm, entry in versus_comparisons(base, other).items()},
                                   f"on test, {name_b} against {name_a}")
