@@ -21,12 +21,14 @@
     sweet-rl fair-study        --config fair_cpu                           # every arm at equal compute, test read once
     sweet-rl fair-report       benchmarks/results/fair_study_seed0.json    # its JSON as Markdown tables
     sweet-rl status            runs/fair_cpu                               # every stage: done, running, interrupted
+    sweet-rl show              runs/credit --failed [-n 3] [--task ID]     # a run's dialogues, as a person reads them
     sweet-rl configs [NAME]                                                # the shipped configs; print one
 
 Every stage takes the same YAML file (shared keys and a section per stage, see
 :mod:`sweet_trl.pipeline_config`) and command-line overrides. ``--config`` is a file's path or the name of
-a configuration shipped with the package (:mod:`sweet_trl.configs`: demo_cpu, study_cpu, warm_start_cpu,
-backend_8b, frontend_8b, study_8b); ``sweet-rl configs demo_cpu > my_run.yaml`` starts a copy of your own.
+a configuration shipped with the package (:mod:`sweet_trl.configs`: demo_cpu, study_cpu, fair_cpu, fair_multi_cpu,
+warm_start_cpu, warm_start_multi_cpu, backend_8b, frontend_8b, study_8b); ``sweet-rl configs demo_cpu >
+my_run.yaml`` starts a copy of your own.
 ``sweet-rl <command> --help`` lists a stage's options. Stages write under ``<run_dir>/<stage>/`` and skip
 themselves once complete. Every command takes the precision options ``--bf16``, ``--fp16`` and ``--dtype``, so that
 ``sweet-rl <command> ... $(python -m sweet_trl.precision)`` works with any of them: the trainers use all three,
@@ -64,7 +66,7 @@ USAGE = __doc__.split("\n\n")[1]
 # Commands that only read what runs wrote (a results JSON as the tables RESULTS.md quotes, a run's stages): the
 # module whose ``main`` prints it.
 READERS = {"fair-report": "sweet_trl.study.fair.report", "credit-report": "sweet_trl.study.credit.report",
-           "status": "sweet_trl.pipeline.status"}
+           "status": "sweet_trl.pipeline.status", "show": "sweet_trl.show"}
 
 
 def _configs_command(rest: list[str]) -> int:
@@ -156,6 +158,16 @@ def _print_section_help(arguments: type, section: str, prog: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # `sweet-rl status RUN | head -1`: the reader took what it wanted. Python's documented way out: point stdout
+        # at devnull, so that flushing at exit does not raise again, and leave quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         _print_usage()
@@ -171,6 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         reader = importlib.import_module(READERS[command])
         try:
             return reader.main(rest)
+        except BrokenPipeError:
+            raise  # the reader of the output stopped (`| head`): not an error of the file
         except (ValueError, OSError) as err:  # not a file of that kind, a missing file
             if _debug():
                 raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,18 @@ def test_a_commands_own_options_without_their_prefix_are_refused_not_dropped(tmp
                             ("credit", "--credit.continuations")):
         assert cli.main([command, "--help"]) == 0
         assert option in capsys.readouterr().out
+
+
+def test_a_reader_whose_output_is_closed_early_leaves_quietly():
+    """`sweet-rl fair-report FILE | head -1`: the pipe closes while the tables are being written; that is the reader
+    of the output stopping, not an error of the file (it printed "error: [Errno 32] Broken pipe" with status 2)."""
+    results = str(REPO_ROOT / "benchmarks" / "results" / "fair_study_seed0_joined.json")
+    process = subprocess.Popen([sys.executable, "-m", "sweet_trl.cli", "fair-report", *[results] * 40],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT)
+    assert process.stdout.readline().startswith(b"### ")
+    process.stdout.close()  # far more than a pipe's buffer is still to come
+    assert process.wait(timeout=120) == 1
+    assert process.stderr.read() == b""
 
 
 def test_unknown_commands_and_baselines_are_refused(capsys):
@@ -306,6 +319,9 @@ def test_console_script_is_declared():
 def test_the_examples_ship_as_configs():
     assert {"backend_8b", "demo_cpu", "frontend_8b", "study_8b", "study_cpu"} <= set(names())
     assert not list(REPO_ROOT.glob("examples/configs/*.yaml"))  # one copy of each: the one the package ships
+    # the lists a reader meets first name every one of them
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert [name for name in names() if f"`{name}`" not in readme or not re.search(rf"\b{name}\b", cli.__doc__)] == []
 
 
 @pytest.mark.parametrize("name", ["demo_cpu", "study_cpu", "backend_8b", "frontend_8b", "study_8b"])

@@ -253,6 +253,9 @@ def setup_logging() -> None:
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("sweet_trl").setLevel(logging.INFO)
+    # On CPUs with AVX512-BF16, importing bitsandbytes (with TRL) warns that a kernel it would fetch from the Hub is
+    # missing; its own fallback runs instead. No stage here needs that kernel, so the warning says nothing useful.
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
 
 
 def run_stage_from_config(name: str, config_path: str | os.PathLike | None = None, cli_args: Sequence[str] = (),

@@ -1,0 +1,274 @@
+"""``sweet-rl show``: a run's dialogues as a person reads them, without the token ids and log-probs::
+
+    sweet-rl show runs/credit/collect/trajectories.jsonl                 # a trajectories file: its first 3 episodes
+    sweet-rl show runs/credit_val/evaluate/zero_shot --failed -n 5       # a stage folder holding one; failed only
+    sweet-rl show runs/credit --succeeded --task is_adult                # a run with one trajectories file
+    sweet-rl show runs/fair_wide                                         # several: lists them, newest first (exit 2)
+    sweet-rl show runs/fair_wide/fair/start/validation/evaluate/merged-46093b --task shorten --reference --full
+
+Each episode: its task and episode ids, reward and success, then the dialogue in order (the task's request, each
+agent message numbered by turn, each simulated human reply), then how it was graded (tests passed and the failed
+tests' messages, or the page similarity). Long messages are wrapped and cut to ``--lines`` lines unless ``--full``.
+The privileged information (the hidden reference the simulated human and the critic see, and the test calls) is
+shown only with ``--reference``. A malformed line is reported with its number and skipped; ``-n 0`` shows every
+matching episode. Exit status: 0 shown, 1 no episode matches the filters, 2 a path with nothing to show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from colbench_gym.envs.dialogue import render_dialogue
+from sweet_trl.trajectories import Trajectory, dedupe_latest, normalize_records
+
+FILE_NAME = "trajectories.jsonl"  # what collect and evaluate write in their stage folders
+MAX_REPORTED = 5  # malformed lines named one by one; the rest are counted
+
+
+class ShowError(Exception):
+    """A message for the user and the exit status that goes with it."""
+
+    def __init__(self, message: str, status: int = 2):
+        super().__init__(message)
+        self.status = status
+
+
+def trajectory_files(root: Path) -> list[tuple[Path, list[Path]]]:
+    """Every ``trajectories.jsonl`` under ``root`` (stage links followed), newest first: ``(path, other paths that
+    are links to the same file)``; the path kept is the one that is no link when there is one."""
+    found: dict[Path, list[Path]] = {}
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        here = Path(folder)
+        if here.resolve() in {parent.resolve() for parent in here.parents[:len(here.parts) - len(root.parts)]}:
+            dirs[:] = []  # a link back up the tree
+            continue
+        dirs.sort()
+        if FILE_NAME in files:
+            path = Path(folder) / FILE_NAME
+            found.setdefault(path.resolve(), []).append(path)
+    out = []
+    for paths in found.values():
+        paths.sort(key=lambda p: (p.resolve() != Path(os.path.abspath(p)), len(p.parts)))  # the unlinked path first
+        out.append((paths[0], paths[1:]))
+    return sorted(out, key=lambda item: item[0].stat().st_mtime, reverse=True)
+
+
+def count_lines(path: Path) -> int:
+    with path.open("rb") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def resolve_file(target: str) -> Path:
+    """The trajectories file ``target`` names: the file itself, the one in a stage folder, the only one under a run
+    folder; several under a run folder print the list and raise :class:`ShowError`."""
+    path = Path(target)
+    if not path.exists():
+        raise ShowError(f"{target}: no such file or folder")
+    if path.is_file():
+        return path
+    if (path / FILE_NAME).is_file():
+        return path / FILE_NAME
+    files = trajectory_files(path)
+    if not files:
+        raise ShowError(f"no {FILE_NAME} under {target} (collect and evaluate write one in their stage folder; "
+                        "or name a JSONL file of trajectory records)")
+    if len(files) == 1:
+        return files[0][0]
+    print(f"{len(files)} trajectory files under {target}, newest first:")
+    for file, links in files:
+        also = f"  (also at {', '.join(str(p.parent) for p in links)})" if links else ""
+        print(f"  {count_lines(file):5d} episodes  {file.parent}{also}")
+    raise ShowError(f"several trajectory files under {target}: name one, e.g. sweet-rl show {files[0][0].parent}")
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The file's records, the later of an episode's records winning; a malformed line is reported and skipped."""
+    records, skipped = [], 0
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                problem = f"not valid JSON ({err})"
+            else:
+                if not isinstance(record, dict):
+                    problem = f"a JSON {type(record).__name__}, not a record"
+                elif not isinstance(record.get("task"), dict) or not isinstance(record.get("dialogue_history"), list):
+                    problem = "not a trajectory record (no task or dialogue_history)"
+                else:
+                    records.append(record)
+                    continue
+            skipped += 1
+            if skipped <= MAX_REPORTED:
+                print(f"sweet-rl show: {path}:{number}: {problem}; line skipped", file=sys.stderr)
+    if skipped > MAX_REPORTED:
+        print(f"sweet-rl show: {path}: {skipped - MAX_REPORTED} more lines skipped", file=sys.stderr)
+    return dedupe_latest(normalize_records(records))
+
+
+def wrapped(text: str, width: int, max_lines: int | None) -> list[str]:
+    """``text`` wrapped to ``width`` (each line on its own, so code keeps its indentation), cut to ``max_lines``."""
+    if max_lines is None:
+        return text.splitlines() or [""]
+    lines = [part for line in text.splitlines() or [""]
+             for part in (textwrap.wrap(line, width, break_on_hyphens=False) or [""])]
+    if len(lines) > max_lines:
+        cut = len(lines) - max_lines + 1
+        lines = [*lines[:max_lines - 1], f"[... {cut} more line{'s' * (cut > 1)}; --full shows them]"]
+    return lines
+
+
+def block(gutter: str, text: str, width: int, max_lines: int | None) -> str:
+    """``text`` under a gutter of width 5, its later lines aligned after its ``"Role: "`` label."""
+    label, _, body = text.partition(": ")
+    head = f"{gutter:>3}  {label}: "
+    lines = wrapped(body, width - len(head), max_lines)
+    return "\n".join([head + lines[0], *(" " * len(head) + line for line in lines[1:])])
+
+
+def grading(trajectory: Trajectory, reference: bool, full: bool, width: int) -> list[str]:
+    """How the episode was graded: tests passed and the failures' messages, or the page's similarity."""
+    record, out = trajectory.record, []
+    tests = record.get("tests")
+    if isinstance(tests, list) and tests:
+        calls = _test_calls(trajectory.task) if reference else {}
+        failed = [t for t in tests if isinstance(t, dict) and t.get("status") != "passed"]
+        out.append(f"Tests: {len(tests) - len(failed)}/{len(tests)} passed")
+        shown = failed if full else failed[:5]
+        for test in shown:
+            call = f" {calls[test.get('name')]}" if test.get("name") in calls else ""
+            detail = f": {test['detail']}" if test.get("detail") else ""
+            line = f"  {test.get('name')}{call} {test.get('status')}{detail}"
+            out.append(line if full or len(line) <= width else line[:width - 3] + "...")
+        if len(shown) < len(failed):
+            out.append(f"  [... {len(failed) - len(shown)} more failed tests; --full shows them]")
+    grader = record.get("grader") if isinstance(record.get("grader"), dict) else {}
+    if grader.get("status"):
+        out.append(f"Grader: {grader['status']}")
+    if grader.get("out_of_budget") or grader.get("infra_error") or record.get("infra_error"):
+        out.append("Grader: " + ", ".join(k for k in ("out_of_budget", "infra_error")
+                                          if grader.get(k) or record.get(k)))
+    if trajectory.similarity is not None:
+        out.append(f"Similarity: {trajectory.similarity:.3f} ({record.get('similarity_metric', '?')}), "
+                   f"render {record.get('render_status', '?')}")
+    for key in ("simulator_errors", "policy_errors", "env_errors"):
+        for error in record.get(key) or []:
+            if isinstance(error, dict):
+                out.append(f"{key.replace('_', ' ')[:-1]} at turn {error.get('turn')}: {error.get('error')}")
+    return out
+
+
+def _test_calls(task: dict[str, Any]) -> dict[str, str]:
+    """The test calls of a backend task (``test_cases`` is stored as the text of a dict)."""
+    import ast
+
+    cases = task.get("test_cases")
+    if isinstance(cases, str):
+        try:
+            cases = ast.literal_eval(cases)
+        except (ValueError, SyntaxError):
+            return {}
+    return {str(k): str(v) for k, v in cases.items()} if isinstance(cases, dict) else {}
+
+
+def format_episode(trajectory: Trajectory, width: int, max_lines: int | None, reference: bool) -> str:
+    record = trajectory.record
+    reward = "none" if trajectory.reward is None else f"{trajectory.reward:.2f}"
+    verdict = "SUCCEEDED" if trajectory.succeeded() else "FAILED"
+    lines = [f"=== {trajectory.episode_id}  (task {trajectory.task_id})",
+             f"reward {reward}  {verdict}  {record.get('outcome', '?')}, {_plural(record.get('turns'), 'turn')}"
+             + (f", policy {record['policy']}" if record.get("policy") else ""), ""]
+    try:
+        messages = trajectory.messages
+    except ValueError as err:
+        messages = []
+        lines.append(f"(the dialogue cannot be read: {err})")
+    turn = 0
+    for message in messages:
+        turn += message["role"] == "assistant"
+        gutter = str(turn) if message["role"] == "assistant" else ""
+        lines.append(block(gutter, render_dialogue([message], instructions=True), width, max_lines))
+    lines += ["", *grading(trajectory, reference, max_lines is None, width)]
+    if reference:
+        task = trajectory.task
+        for key, title in (("ground_truth", "Reference"), ("hidden_information", "Hidden information")):
+            value = trajectory.privileged(key)
+            if value and (key == "ground_truth" or value != task.get("ground_truth")):
+                lines += ["", f"{title} (privileged: hidden from the agent, seen by the simulated human and the "
+                              "critic):", *("    " + line for line in wrapped(value, width - 4, max_lines))]
+    return "\n".join(lines)
+
+
+def _plural(count: Any, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def show(args: Any) -> int:
+    path = resolve_file(args.target)
+    records = [Trajectory(r) for r in read_records(path)]
+    if not records:
+        raise ShowError(f"{path}: no trajectory records")
+    picked = [t for t in records if args.task is None or args.task in t.task_id]
+    if not picked:
+        ids = sorted({t.task_id for t in records})
+        spread = ids[::max(1, len(ids) // 5)][:5]
+        raise ShowError(f"no task id in {path} contains {args.task!r}; its {len(ids)} task ids include "
+                        f"{', '.join(spread)}{', ...' if len(ids) > 5 else ''}", status=1)
+    if args.failed or args.succeeded:
+        picked = [t for t in picked if t.succeeded() == args.succeeded]
+    if not picked:
+        which = "succeeded" if args.succeeded else "failed"
+        raise ShowError(f"no episode {which} in {path}" + (f" of tasks matching {args.task!r}" if args.task else ""),
+                        status=1)
+    shown = picked if args.n == 0 else picked[:args.n]
+    width = args.width or max(60, min(120, shutil.get_terminal_size((100, 24)).columns))
+    max_lines = None if args.full else args.lines
+    print(f"{path}: {len(records)} episodes, {len(picked)} matching, showing {len(shown)}\n")
+    print("\n\n".join(format_episode(t, width, max_lines, args.reference) for t in shown))
+    if len(shown) < len(picked):
+        print(f"\n[{_plural(len(picked) - len(shown), 'more matching episode')}: -n {len(picked)} or -n 0 shows them all]")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``sweet-rl show RUN_OR_FOLDER_OR_FILE [--task S] [--failed | --succeeded] [-n 3] [--full] [--reference]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="sweet-rl show",
+                                     description="A run's dialogues as a person reads them: each episode's ids, "
+                                                 "reward, messages in order and grading.")
+    parser.add_argument("target", help="a trajectories JSONL file, a stage folder holding one, or a run folder")
+    parser.add_argument("--task", help="only tasks whose id contains this text")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--failed", action="store_true", help="only episodes that did not succeed")
+    which.add_argument("--succeeded", action="store_true", help="only episodes that succeeded")
+    parser.add_argument("-n", type=int, default=3, help="how many episodes to show (0: all; default 3)")
+    parser.add_argument("--full", action="store_true", help="every message whole, as written (no wrap, no cut)")
+    parser.add_argument("--lines", type=int, default=24, help="lines kept of a long message (default 24)")
+    parser.add_argument("--width", type=int, default=0, help="wrap width (default: the terminal's, 60 to 120)")
+    parser.add_argument("--reference", action="store_true",
+                        help="also the privileged information: the hidden reference and the test calls")
+    args = parser.parse_args(argv)
+    if args.n < 0 or args.lines < 2 or args.width < 0:
+        parser.error("-n must be >= 0, --lines >= 2, --width >= 0")
+    try:
+        return show(args)
+    except ShowError as err:
+        print(f"sweet-rl show: error: {err}", file=sys.stderr)
+        return err.status
+    except BrokenPipeError:  # the reader stopped reading (sweet-rl show ... | head)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""``sweet-rl show``: a run's dialogues as a person reads them, from a file the real recorder wrote.
+
+Run: OMP_NUM_THREADS=1 pytest tests/test_show.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import colbench_gym  # noqa: F401 (registers the environments)
+from colbench_gym.tasks.procedural import load_procedural
+from colbench_gym.wrappers import RecordTrajectories
+from sweet_trl import cli
+
+ROWS = load_procedural("test")[:2]  # two tasks: the first answered right, the second wrong
+QUESTION = "What exactly should the function return?"
+
+
+def _record(path: Path) -> list[dict]:
+    """One episode per task through the environment and its recorder: a question, the simulated human's reply,
+    then an answer (the reference for the first task, a wrong function for the second)."""
+    env = RecordTrajectories(gym.make("ColBench-Backend-v0", tasks=ROWS, max_turns=2), path, policy="scripted")
+    for index, row in enumerate(ROWS):
+        env.reset(seed=index, options={"task_id": row["task_id"]})
+        env.step(QUESTION)
+        code = row["ground_truth"] if index == 0 else "def nothing():\n    return None"
+        env.step(f"I WANT TO ANSWER:\n```python\n{code}\n```")
+    env.close()
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> tuple[Path, list[dict]]:
+    path = tmp_path_factory.mktemp("run") / "collect" / "trajectories.jsonl"
+    return path, _record(path)
+
+
+def show(capsys, *argv: str) -> tuple[int, str, str]:
+    status = cli.main(["show", *map(str, argv)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return status, out, err
+
+
+def test_the_dialogue_is_shown_in_order_with_its_grading(recorded, capsys):
+    path, records = recorded
+    status, out, _ = show(capsys, path.parent)  # a stage folder holding the file
+    assert status == 0 and "2 episodes, 2 matching, showing 2" in out
+    first, second = out.split("=== ")[1:]
+    reply = records[0]["dialogue_history"][2]["content"]  # the simulated human's answer to the question
+    texts = [ROWS[0]["problem_description"].split(". ")[0], f"1  Agent: {QUESTION}", f"Human: {reply}",
+             "2  Agent: I WANT TO ANSWER:", "Tests: "]
+    positions = [first.find(text) for text in texts]
+    assert -1 not in positions and positions == sorted(positions), (texts, first)
+    assert first.startswith(records[0]["episode_id"]) and "reward 1.00  SUCCEEDED" in first
+    assert "token_ids" not in out and "logprobs" not in out
+    tests = records[1]["tests"]
+    passed = sum(t["status"] == "passed" for t in tests)
+    assert "reward 1.00" not in second and "FAILED" in second and f"Tests: {passed}/{len(tests)} passed" in second
+    failing = next(t for t in tests if t["status"] != "passed")
+    assert f"{failing['name']} {failing['status']}" in second  # a failed test's message
+
+
+def test_failed_succeeded_and_task_filter_the_episodes(recorded, capsys):
+    path, records = recorded
+    good, bad = (r["episode_id"] for r in records)
+    _, out, _ = show(capsys, path, "--failed")
+    assert bad in out and good not in out and "1 matching" in out
+    _, out, _ = show(capsys, path, "--succeeded")
+    assert good in out and bad not in out
+    _, out, _ = show(capsys, path, "--task", ROWS[1]["template"])
+    assert bad in out and good not in out
+    _, out, _ = show(capsys, path, "-n", "1")
+    assert good in out and bad not in out and "[1 more matching episode: -n 2 or -n 0" in out
+
+    status, out, err = show(capsys, path, "--task", "no_such_template")
+    assert status == 1 and out == ""
+    assert "no task id" in err and "'no_such_template'" in err and ROWS[0]["task_id"] in err
+
+
+def test_the_reference_is_shown_only_when_asked(recorded, capsys):
+    path, _ = recorded
+    body = ROWS[1]["ground_truth"].strip().splitlines()[-1].strip()  # the wrong answer never wrote it
+    _, out, _ = show(capsys, path, "--failed")
+    assert body not in out and "privileged" not in out.lower()
+    _, out, _ = show(capsys, path, "--failed", "--reference")
+    reference = out[out.index("Reference (privileged"):]
+    assert body in reference
+
+
+def test_long_messages_are_cut_unless_full(recorded, tmp_path, capsys):
+    _, records = recorded
+    record = json.loads(json.dumps(records[1]))
+    record["dialogue_history"][1]["content"] = "\n".join(f"question line {i}" for i in range(100))
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    _, out, _ = show(capsys, path, "--lines", "10")
+    assert "question line 8" in out and "question line 9" not in out and "91 more lines; --full" in out
+    _, out, _ = show(capsys, path, "--full")
+    assert "question line 99" in out and "more lines" not in out
+
+
+def test_a_malformed_line_is_reported_and_skipped(recorded, tmp_path, capsys):
+    _, records = recorded
+    path = tmp_path / "trajectories.jsonl"
+    path.write_text(f"{json.dumps(records[0])}\n{{\"task\": \n[1, 2]\n{json.dumps(records[1])}\n")
+    status, out, err = show(capsys, path)
+    assert status == 0 and "2 episodes" in out
+    assert all(r["episode_id"] in out for r in records)
+    assert f"{path}:2: not valid JSON" in err and f"{path}:3: a JSON list, not a record" in err
+
+
+def test_a_run_folder_lists_its_files_and_asks_for_one(recorded, tmp_path, capsys):
+    _, records = recorded
+    run = tmp_path / "run"
+    old, new = run / "collect" / "trajectories.jsonl", run / "evaluate" / "zero_shot" / "trajectories.jsonl"
+    for file, lines in ((old, records), (new, records[:1])):
+        file.parent.mkdir(parents=True)
+        file.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    os.utime(old, (1_000_000, 1_000_000))
+    status, out, err = show(capsys, run)
+    assert status == 2 and "2 trajectory files" in out
+    listed = [line.split() for line in out.splitlines()[1:]]
+    assert listed == [["1", "episodes", str(new.parent)], ["2", "episodes", str(old.parent)]]  # newest first
+    assert f"name one, e.g. sweet-rl show {new.parent}" in err
+
+    (run / "evaluate" / "zero_shot" / "trajectories.jsonl").unlink()
+    status, out, _ = show(capsys, run)  # one file left: shown
+    assert status == 0 and str(old) in out and records[1]["episode_id"] in out
+
+
+def test_paths_with_nothing_to_show_are_clear_errors(tmp_path, capsys):
+    status, out, err = show(capsys, tmp_path / "missing")
+    assert status == 2 and out == "" and "missing: no such file or folder" in err
+    (tmp_path / "empty").mkdir()
+    status, out, err = show(capsys, tmp_path / "empty")
+    assert status == 2 and out == "" and "no trajectories.jsonl under" in err
