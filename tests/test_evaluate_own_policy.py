@@ -220,6 +220,11 @@ def _served_expert(body: dict) -> str:
 
 def test_compare_gives_the_paired_difference_of_a_served_policy_and_the_model(own, tmp_path, capsys):
     with FakeOpenAIServer(responder=_served_expert) as server:
+        # demo_cpu forces the last turn's answer, which only a local backend can: the error says what to add
+        served = ["evaluate", "--config", "demo_cpu", "--run_dir", str(tmp_path / "refused"), "--eval_tasks",
+                  str(own["tasks"]), "--backend", "openai", "--policy_base_url", server.base_url, "--policy", "x"]
+        assert cli.main([*served, *QUICK]) == 2
+        assert "add --force_answer_on_last_turn false" in capsys.readouterr().err
         status = cli.main(["evaluate", "--config", "demo_cpu", "--run_dir", str(tmp_path / "served"), "--eval_tasks",
                            str(own["tasks"]), "--backend", "openai", "--policy_base_url", server.base_url,
                            "--policy", "my-served-expert", "--force_answer_on_last_turn", "false", *QUICK])

@@ -72,7 +72,8 @@ def make_backend(gen: GenerationArguments, model: str, name: str, workdir: Path 
         from sweet_trl.generation import OpenAIBackend
 
         if gen.force_answer_on_last_turn:
-            raise ConfigError("force_answer_on_last_turn needs a local backend (transformers or vllm)")
+            raise ConfigError("force_answer_on_last_turn needs a local backend (transformers or vllm): a served "
+                              "policy answers when it chooses; add --force_answer_on_last_turn false")
         if base is not None:
             raise ConfigError("policy_base needs a local backend (transformers or vllm): the server merges nothing")
         base_url = gen.policy_base_url or os.environ.get("OPENAI_BASE_URL")
