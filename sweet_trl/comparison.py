@@ -12,7 +12,9 @@ with its interval, in points. The numbers are the study's (:func:`sweet_trl.stud
 so that the difficulty of a task, which both policies share, drops out of the difference.
 
 Policies evaluated on different tasks (other ids, or the same ids with other task texts), in different environments
-or with different similarity metrics are not compared: :class:`ComparisonError` says what differs.
+or with different similarity metrics are not compared: :class:`ComparisonError` says what differs. Other sampling
+or environment options (a temperature, more turns) are compared, and printed as part of the difference. On the
+procedural tasks the difference is also given on seen and unseen templates apart.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from sweet_trl.study.stats import DEFAULT_LEVEL, DEFAULT_SAMPLES
 
 PER_TASK_FILE = "per_task.json"
 METRICS_FILE = "metrics.json"
+SETTINGS_FILE = "settings.json"  # what the episodes ran under: the sampling, the env's options, the simulated human
 TRAJECTORIES_FILE = "trajectories.jsonl"
 # policy_entry keeps success as a fraction and tests passed (the mean reward) in percent; both are printed in percent
 SUCCESS_TO_PERCENT = 100.0
@@ -46,6 +49,7 @@ class Evaluation:
     folder: Path
     rows: list[dict[str, Any]]
     metrics: dict[str, Any]
+    settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def policy(self) -> str:
@@ -92,13 +96,15 @@ def find_evaluation_folder(path: str | Path) -> Path:
         raise ComparisonError(f"{path} does not exist: give an evaluation folder (<run_dir>/evaluate/<policy>) or "
                               "the run folder of one evaluation")
     found = sorted(folder for folder in (path / "evaluate").glob("*") if (folder / PER_TASK_FILE).is_file())
+    if not found:  # a study's evaluations lie deeper (<arm>/validation/evaluate/<policy>)
+        found = sorted({file.parent for file in path.rglob(PER_TASK_FILE)})
     if len(found) == 1:
         return found[0]
     if not found:
         raise ComparisonError(f"{path} holds no finished evaluation ({PER_TASK_FILE} in it or in "
                               f"{path / 'evaluate'}/<policy>): run `sweet-rl evaluate --run_dir {path} ...` first")
-    raise ComparisonError(f"{path} holds {len(found)} evaluations ({', '.join(f.name for f in found)}): name the "
-                          f"one to compare, e.g. {found[0]}")
+    raise ComparisonError(f"{path} holds {len(found)} evaluations ({', '.join(str(f) for f in found[:6])}"
+                          f"{', ...' if len(found) > 6 else ''}): name the one to compare")
 
 
 def load_evaluation(path: str | Path) -> Evaluation:
@@ -108,11 +114,14 @@ def load_evaluation(path: str | Path) -> Evaluation:
         rows = json.loads((folder / PER_TASK_FILE).read_text(encoding="utf-8"))
         metrics_path = folder / METRICS_FILE
         metrics = json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path.is_file() else {}
+        settings_path = folder / SETTINGS_FILE
+        settings = json.loads(settings_path.read_text(encoding="utf-8")) if settings_path.is_file() else {}
     except (OSError, json.JSONDecodeError) as err:
         raise ComparisonError(f"{folder}: unreadable evaluation files ({err})") from err
     if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) and "task_id" in r for r in rows):
         raise ComparisonError(f"{folder / PER_TASK_FILE} has no per-task rows: is {folder} an evaluation folder?")
-    return Evaluation(folder=folder, rows=rows, metrics=metrics if isinstance(metrics, dict) else {})
+    return Evaluation(folder=folder, rows=rows, metrics=metrics if isinstance(metrics, dict) else {},
+                      settings=settings if isinstance(settings, dict) else {})
 
 
 def intervals(evaluation: Evaluation, samples: int = DEFAULT_SAMPLES, level: float = DEFAULT_LEVEL,
@@ -150,16 +159,49 @@ def check_comparable(a: Evaluation, b: Evaluation) -> None:
                               f"tasks, e.g. {changed[:3]}): evaluate both on the same task file")
 
 
+def settings_differences(a: Evaluation, b: Evaluation) -> dict[str, list[Any]]:
+    """The settings the two evaluations ran under that differ (``{"temperature": [A's, B's]}``): not refused, since
+    comparing them can be the point (two temperatures, more turns), but part of what ``B - A`` measures."""
+    def flat(settings: Mapping[str, Any]) -> dict[str, Any]:
+        out = {}
+        for key, value in settings.items():
+            if key == "policy":
+                continue  # what is compared
+            out.update(flat(value) if isinstance(value, Mapping) else {key: value})
+        return out
+
+    flat_a, flat_b = flat(a.settings), flat(b.settings)
+    if not flat_a or not flat_b:
+        return {}  # an evaluation written before its settings were kept
+    return {key: [flat_a.get(key), flat_b.get(key)] for key in sorted(flat_a.keys() | flat_b.keys())
+            if flat_a.get(key) != flat_b.get(key)}
+
+
+def b_minus_a(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]], samples: int, level: float, seed: int
+              ) -> dict[str, list[float]]:
+    """``B - A`` paired by task, ``[mean, low, high]`` in points, success and the score."""
+    difference = comparison(b_rows, a_rows, samples, level, seed)
+    scale = {"success": SUCCESS_TO_PERCENT, "tests_passed": 1.0}  # comparison() keeps the units of policy_entry
+    return {metric: [scale[metric] * v for v in (d["difference"], *d["ci"])] for metric, d in difference.items()}
+
+
 def compare(a: Evaluation, b: Evaluation, samples: int = DEFAULT_SAMPLES, level: float = DEFAULT_LEVEL,
             seed: int = 0) -> dict[str, Any]:
-    """Each side's intervals and ``B - A`` paired by task (``[mean, low, high]`` in points)."""
+    """Each side's intervals and ``B - A`` paired by task (``[mean, low, high]`` in points); on the procedural tasks
+    also on seen and unseen templates apart (``parts``), since a gain on the templates trained on is not transfer."""
+    from colbench_gym.tasks.procedural import task_part
+
     check_comparable(a, b)
-    difference = comparison(b.rows, a.rows, samples, level, seed)
-    scale = {"success": SUCCESS_TO_PERCENT, "tests_passed": 1.0}  # comparison() keeps the units of policy_entry
+    parts = {}
+    for part in ("seen", "unseen"):
+        rows_a = [row for row in a.rows if task_part(str(row["task_id"])) == part]
+        rows_b = [row for row in b.rows if task_part(str(row["task_id"])) == part]
+        if rows_a:
+            parts[part] = {"tasks": len(rows_a), "b_minus_a": b_minus_a(rows_a, rows_b, samples, level, seed)}
     return {
         "a": intervals(a, samples, level, seed), "b": intervals(b, samples, level, seed),
-        "b_minus_a": {metric: [scale[metric] * v for v in (d["difference"], *d["ci"])]
-                      for metric, d in difference.items()},
+        "b_minus_a": b_minus_a(a.rows, b.rows, samples, level, seed), "parts": parts,
+        "settings_differ": settings_differences(a, b),
         "tasks": len(a.rows), "kind": a.kind, "score_name": a.score_name, "level": level, "samples": samples,
     }
 
@@ -178,13 +220,19 @@ def format_evaluation(evaluation: Evaluation, summary: Mapping[str, Any], level:
 
 def format_comparison(result: Mapping[str, Any], a: Evaluation, b: Evaluation) -> str:
     score = result["score_name"]
-    diff = result["b_minus_a"]
-    return "\n".join([
-        f"A: {format_evaluation(a, result['a'], result['level'])}",
-        f"B: {format_evaluation(b, result['b'], result['level'])}",
-        f"B minus A, paired by task ({result['tasks']} tasks): success {_triple(diff['success'], '+')} points   "
-        f"{score} {_triple(diff['tests_passed'], '+')} points",
-    ])
+
+    def difference(diff: Mapping[str, Sequence[float]]) -> str:
+        return f"success {_triple(diff['success'], '+')} points   {score} {_triple(diff['tests_passed'], '+')} points"
+
+    lines = [f"A: {format_evaluation(a, result['a'], result['level'])}",
+             f"B: {format_evaluation(b, result['b'], result['level'])}",
+             f"B minus A, paired by task ({result['tasks']} tasks): {difference(result['b_minus_a'])}"]
+    lines += [f"  {part} templates ({entry['tasks']} tasks): {difference(entry['b_minus_a'])}"
+              for part, entry in result.get("parts", {}).items()]
+    if result.get("settings_differ"):
+        lines.append("Run under other settings (part of the difference): " + ", ".join(
+            f"{key} {value_a!r} / {value_b!r}" for key, (value_a, value_b) in result["settings_differ"].items()))
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None, stream: Any = None) -> int:

@@ -274,5 +274,47 @@ def test_compare_refuses_evaluations_that_are_not_of_the_same_tasks(own, tmp_pat
         shutil.copytree(folder, both / "evaluate" / folder.name)
     assert cli.main(["compare", str(both), str(model_folder)]) == 2
     assert "holds 2 evaluations" in capsys.readouterr().err
-    assert cli.main(["compare", str(tmp_path), str(model_folder)]) == 2
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["compare", str(tmp_path / "empty"), str(model_folder)]) == 2
     assert "holds no finished evaluation" in capsys.readouterr().err
+
+
+def _written_evaluation(folder: Path, successes: dict[str, float], temperature: float) -> Path:
+    """An evaluation folder as `sweet-rl evaluate` leaves it (per-task rows, metrics, settings), without running."""
+    folder.mkdir(parents=True)
+    rows = [{"task_id": task, "episodes": 2, "mean_reward": rate, "success_rate": rate} for task, rate in
+            successes.items()]
+    (folder / "per_task.json").write_text(json.dumps(rows))
+    (folder / "metrics.json").write_text(json.dumps({"env_id": "ColBench-Backend-v0", "kind": "backend",
+                                                     "policy": folder.name}))
+    (folder / "settings.json").write_text(json.dumps({
+        "policy": folder.name, "env_id": "ColBench-Backend-v0", "simulator": None,
+        "sampling": {"max_new_tokens": 48, "temperature": temperature}, "env_kwargs": {"max_turns": 2}}))
+    return folder
+
+
+def test_compare_splits_seen_and_unseen_templates_finds_a_studys_evaluation_and_names_other_settings(tmp_path,
+                                                                                                       capsys):
+    """On the procedural tasks the difference is also given per template part (a gain on the templates trained on
+    is not transfer); an evaluation deep in a study's folders is found; settings that differ are printed with it."""
+    seen = [f"proc-test-seen-t{i}-{i:08x}" for i in range(4)]
+    unseen = [f"proc-test-unseen-u{i}-{i:08x}" for i in range(4)]
+    start = {**{task: 0.0 for task in seen}, **{task: 0.0 for task in unseen}}
+    trained = {**{task: 1.0 for task in seen}, **{task: 0.0 for task in unseen}}  # learned the seen templates only
+    a = _written_evaluation(tmp_path / "study" / "fair" / "start" / "test" / "evaluate" / "merged-000000", start, 0.5)
+    b = _written_evaluation(tmp_path / "other" / "evaluate" / "trained", trained, 1.0)
+    numbers = tmp_path / "comparison.json"
+    assert cli.main(["compare", str(tmp_path / "study"), str(tmp_path / "other"), "--json", str(numbers)]) == 0
+    out = capsys.readouterr().out
+    assert f"A: merged-000000 ({a}):" in out and f"B: trained ({b}):" in out
+    assert "B minus A, paired by task (8 tasks): success +50.0 [" in out
+    assert "  seen templates (4 tasks): success +100.0 [+100.0, +100.0] points" in out
+    assert "  unseen templates (4 tasks): success +0.0 [+0.0, +0.0] points" in out
+    assert "Run under other settings (part of the difference): temperature 0.5 / 1.0" in out
+    result = json.loads(numbers.read_text())
+    assert result["parts"]["unseen"]["b_minus_a"]["success"] == [0.0, 0.0, 0.0]
+    assert result["settings_differ"] == {"temperature": [0.5, 1.0]}
+    # two evaluations in a study: both named, none picked
+    _written_evaluation(tmp_path / "study" / "fair" / "rft" / "test" / "evaluate" / "merged-111111", start, 0.5)
+    assert cli.main(["compare", str(tmp_path / "study"), str(b)]) == 2
+    assert "holds 2 evaluations" in (err := capsys.readouterr().err) and "merged-111111" in err
