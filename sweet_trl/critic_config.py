@@ -67,7 +67,7 @@ class SweetCriticConfig(DPOConfig):
             pair out (counted in `trainer.data_report` and logged). `"truncate_privileged"`: shorten `c`, marking
             the cut, until the input fits. The dialogue and its turn masks are never truncated.
 
-        > Parameters that control how pairs are built from rollouts (used by `sweet_trl.pairs`)
+        > Parameters that control how pairs are built from rollouts (`critic_pair_dataset(records, config=config)`)
 
         pair_rule (`str`, *optional*, defaults to `"best_vs_rest"`):
             `"best_vs_rest"`: a task's best trajectory against each trajectory with a lower reward (released

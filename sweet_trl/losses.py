@@ -15,6 +15,7 @@ the log-ratio over all its agent tokens at once (``"trajectory_mean"``, the rele
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -22,8 +23,33 @@ import torch.nn.functional as F
 
 ScoreNormalization = Literal["per_turn_sum", "trajectory_mean"]
 SCORE_NORMALIZATIONS = ("per_turn_sum", "trajectory_mean")
-RankingMode = Literal["critic_advantage", "critic_minus_policy_logprob", "critic_minus_reference_without_c"]
-RANKING_MODES = ("critic_minus_policy_logprob", "critic_advantage", "critic_minus_reference_without_c")
+
+
+@dataclass(frozen=True)
+class RankingRule:
+    """How a candidate turn is ranked: the critic's mean token log-prob of it, given ``c``, minus a baseline's."""
+
+    baseline: Literal["reference", "policy"]  # the critic's frozen reference model, or the policy that sampled it
+    baseline_sees_c: bool  # whether the baseline reads ``c`` in front of the dialogue (the policy never does)
+
+
+RANKING_RULES: dict[str, RankingRule] = {
+    # the released code: what the critic likes more than the policy already does
+    "critic_minus_policy_logprob": RankingRule("policy", baseline_sees_c=False),
+    # the paper's wording: the critic's advantage over its reference, both given c
+    "critic_advantage": RankingRule("reference", baseline_sees_c=True),
+    # the released code's quantity with the initial model standing for the policy, on exactly the tokens the critic
+    # scores; before any training it is the candidate's pointwise mutual information with c
+    "critic_minus_reference_without_c": RankingRule("reference", baseline_sees_c=False),
+}
+RANKING_MODES = tuple(RANKING_RULES)
+
+
+def ranking_rule(mode: str) -> RankingRule:
+    """The rule named ``mode`` (a ``ValueError`` naming the known ones otherwise)."""
+    if mode not in RANKING_RULES:
+        raise ValueError(f"unknown ranking {mode!r}; expected one of {tuple(RANKING_RULES)}")
+    return RANKING_RULES[mode]
 
 
 def token_logps(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
@@ -106,24 +132,19 @@ def candidate_ranking_scores(
     critic_mean_logps: torch.Tensor,
     ref_mean_logps: torch.Tensor | None = None,
     policy_mean_logps: torch.Tensor | None = None,
-    mode: RankingMode = "critic_advantage",
+    mode: str = "critic_advantage",
 ) -> torch.Tensor:
-    """Score used to rank candidate actions of one turn (higher is better).
+    """Score used to rank candidate actions of one turn (higher is better): the critic's mean log-prob minus the
+    baseline :data:`RANKING_RULES` names for ``mode``.
 
     ``"critic_advantage"``: the critic's advantage, critic minus reference mean log-prob (the paper).
     ``"critic_minus_policy_logprob"``: critic mean log-prob minus the policy's own mean log-prob of the candidate,
     which favours actions the critic likes more than the policy already does (the released code).
     ``"critic_minus_reference_without_c"``: critic mean log-prob given ``c`` minus the frozen reference's given the
-    dialogue alone (``ref_mean_logps`` must then be computed without ``c``, on the same tokens). It is the released
-    code's quantity with the initial model standing for the policy, computed on exactly the tokens the critic scores;
-    before training it is the candidate's pointwise mutual information with ``c``.
+    dialogue alone (``ref_mean_logps`` must then be computed without ``c``, on the same tokens).
     """
-    if mode in ("critic_advantage", "critic_minus_reference_without_c"):
-        if ref_mean_logps is None:
-            raise ValueError(f"mode={mode!r} needs ref_mean_logps")
-        return critic_mean_logps - ref_mean_logps
-    if mode == "critic_minus_policy_logprob":
-        if policy_mean_logps is None:
-            raise ValueError("mode='critic_minus_policy_logprob' needs policy_mean_logps")
-        return critic_mean_logps - policy_mean_logps
-    raise ValueError(f"unknown ranking mode {mode!r}; expected one of {RANKING_MODES}")
+    rule = ranking_rule(mode)
+    baseline = policy_mean_logps if rule.baseline == "policy" else ref_mean_logps
+    if baseline is None:
+        raise ValueError(f"mode={mode!r} needs {'policy' if rule.baseline == 'policy' else 'ref'}_mean_logps")
+    return critic_mean_logps - baseline

@@ -289,11 +289,16 @@ def _no_pair_cause(group: list[tuple[int, Trajectory]], rule: str, require_succe
     return "reward_gap_below_min"
 
 
-def critic_pair_dataset(trajectories: Any, preset: str | None = None, **kwargs: Any):
-    """:func:`build_critic_pairs` as a ``datasets.Dataset`` (``preset``: ``"backend"`` or ``"frontend"``)."""
+def critic_pair_dataset(trajectories: Any, preset: str | None = None, config: Any = None, **kwargs: Any):
+    """:func:`build_critic_pairs` as a ``datasets.Dataset``. The rule comes from ``preset`` (``"backend"`` or
+    ``"frontend"``), else from ``config`` (a :class:`~sweet_trl.critic_config.SweetCriticConfig`: its ``pair_rule``,
+    ``require_success``, ``min_reward_gap`` and ``max_pairs_per_task``); keyword arguments override either."""
     from colbench_gym._optional import require
 
     datasets = require("datasets", "hub")
+    if config is not None and preset is None:
+        kwargs = {"rule": config.pair_rule, "require_success": config.require_success,
+                  "min_reward_gap": config.min_reward_gap, "max_pairs_per_task": config.max_pairs_per_task, **kwargs}
     if preset is not None:
         if preset not in PAIR_RULE_PRESETS:
             raise ValueError(f"unknown pair preset {preset!r}; expected one of {sorted(PAIR_RULE_PRESETS)}")

@@ -305,11 +305,10 @@ class RankArguments:
     selector_seed: int = 0
 
     def __post_init__(self):
+        from sweet_trl.losses import ranking_rule
         from sweet_trl.selectors import SELECTORS
-        from sweet_trl.turn_pairs import RANKINGS
 
-        if self.ranking not in RANKINGS:
-            raise ValueError(f"ranking must be one of {RANKINGS}, got {self.ranking!r}")
+        ranking_rule(self.ranking)
         if self.selector not in SELECTORS:
             raise ValueError(f"selector must be one of {SELECTORS}, got {self.selector!r}")
 

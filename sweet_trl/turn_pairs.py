@@ -17,10 +17,11 @@ elsewhere (the command line has one subcommand per stage)::
    and, kept apart for the critic only, the privileged information ``c`` (the task's ground truth).
 2. **Candidates.** ``num_candidates`` next messages sampled from the policy for each state, with the policy's
    mean token log-probability of each (computed without ``c``: the policy never sees it).
-3. **Ranking.** The critic scores every candidate given ``c``. The ranking score is either the critic's mean
-   log-probability minus the policy's (``"critic_minus_policy_logprob"``, the released implementation) or the
-   critic's advantage, its mean log-probability minus its frozen reference's (``"critic_advantage"``, the
-   paper's wording); the maths is :func:`sweet_trl.losses.candidate_ranking_scores`.
+3. **Ranking.** The critic scores every candidate given ``c``. The ranking score is the critic's mean
+   log-probability minus a baseline's: the policy's (``"critic_minus_policy_logprob"``, the released
+   implementation), its frozen reference's given ``c`` (``"critic_advantage"``, the paper's wording) or the
+   reference's without ``c`` (``"critic_minus_reference_without_c"``); the rules are
+   :data:`sweet_trl.losses.RANKING_RULES`, one line each.
 4. **Pairs.** Candidates sorted by score; ``pairs_per_turn`` seeded draws of one candidate from the upper half
    against one from the lower half, in TRL's conversational preference format::
 
@@ -46,16 +47,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from colbench_gym._optional import require
 from sweet_trl.tokenization import conversation_messages
 from sweet_trl.trajectories import Trajectory, read_trajectories, repair_jsonl
 
 logger = logging.getLogger(__name__)
-
-Ranking = Literal["critic_minus_policy_logprob", "critic_advantage", "critic_minus_reference_without_c"]
-RANKINGS = ("critic_minus_policy_logprob", "critic_advantage", "critic_minus_reference_without_c")
 
 
 @dataclass
@@ -152,8 +150,9 @@ class TurnPairsConfig:
             raise ValueError(f"max_states must be >= 1 or None, got {self.max_states}")
         if self.num_candidates < 2:
             raise ValueError(f"num_candidates must be >= 2 to form pairs, got {self.num_candidates}")
-        if self.ranking not in RANKINGS:
-            raise ValueError(f"ranking must be one of {RANKINGS}, got {self.ranking!r}")
+        from sweet_trl.losses import ranking_rule
+
+        ranking_rule(self.ranking)
         if self.pairs_per_turn < 1:
             raise ValueError(f"pairs_per_turn must be >= 1, got {self.pairs_per_turn}")
         if self.generation_batch_size < 1 or self.scoring_batch_size < 1:
@@ -404,7 +403,11 @@ def as_candidate_scorer(critic: Any, ranking: str = "critic_minus_policy_logprob
     critic's, see :func:`rank_candidates`), or a scorer itself. With ``ranking="critic_minus_reference_without_c"``
     the reference value is the reference's mean log-prob without ``c``."""
     if hasattr(critic, "score_candidates"):
-        without_c = {"reference_without_privileged": True} if ranking == "critic_minus_reference_without_c" else {}
+        from sweet_trl.losses import ranking_rule
+
+        rule = ranking_rule(ranking)
+        without_c = {"reference_without_privileged": True} if rule.baseline == "reference" and not (
+            rule.baseline_sees_c) else {}
 
         def scorer(dialogue: list[dict[str, str]], candidates: list[str], privileged: str):
             details = critic.score_candidates(dialogue, candidates, privileged, return_details=True, **without_c)
@@ -420,24 +423,20 @@ def ranking_scores(critic_mean_logprobs: Sequence[float], policy_mean_logprobs: 
                    reference_mean_logprobs: Sequence[float | None] | None, ranking: str) -> list[float]:
     """The ranking score of each candidate of one state (higher is better); see :class:`TurnPairsConfig`."""
     torch = require("torch", "train")
-    from sweet_trl.losses import candidate_ranking_scores
+    from sweet_trl import losses
 
-    if ranking not in RANKINGS:
-        raise ValueError(f"ranking must be one of {RANKINGS}, got {ranking!r}")
-    needed = policy_mean_logprobs if ranking == "critic_minus_policy_logprob" else reference_mean_logprobs
-    name = "policy" if ranking == "critic_minus_policy_logprob" else "reference"
+    baseline = losses.ranking_rule(ranking).baseline
+    needed = policy_mean_logprobs if baseline == "policy" else reference_mean_logprobs
     if needed is None or len(needed) != len(critic_mean_logprobs) or any(v is None for v in needed):
-        raise ValueError(f"ranking={ranking!r} needs the {name} mean log-probability of every candidate")
+        raise ValueError(f"ranking={ranking!r} needs the {baseline} mean log-probability of every candidate")
 
-    def tensor(values: Sequence[float] | None):
-        return None if values is None else torch.tensor([float(v) for v in values], dtype=torch.float64)
+    def tensor(values: Sequence[float | None] | None):  # the rule reads the baseline it names, checked above
+        if values is None or any(v is None for v in values):
+            return None
+        return torch.tensor([float(v) for v in values], dtype=torch.float64)
 
-    scores = candidate_ranking_scores(
-        tensor(critic_mean_logprobs),
-        ref_mean_logps=None if ranking == "critic_minus_policy_logprob" else tensor(reference_mean_logprobs),
-        policy_mean_logps=tensor(policy_mean_logprobs) if ranking == "critic_minus_policy_logprob" else None,
-        mode=ranking,
-    )
+    scores = losses.candidate_ranking_scores(tensor(critic_mean_logprobs), ref_mean_logps=tensor(
+        reference_mean_logprobs), policy_mean_logps=tensor(policy_mean_logprobs), mode=ranking)
     return [float(s) for s in scores]
 
 

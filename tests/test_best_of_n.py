@@ -200,3 +200,14 @@ def test_bf16_on_a_cpu_trains_under_autocast_and_still_learns(tmp_path):
     gain = statistics.mean(preference_margins(model, tokenizer, held_out)) - statistics.mean(before)
     print(f"bf16 margin gain {gain:.2f} nats")
     assert math.isfinite(gain) and gain > 3.0, f"margin gain {gain:.2f}"
+
+
+def test_a_selector_without_a_scorer_in_the_rank_stage_is_refused_not_graded():
+    """The rank stage's last branch grades with the hidden tests: a selector added to SELECTORS without a branch of
+    its own must not fall into it (the rows would be labelled with the new selector and ranked by the true reward)."""
+    from types import SimpleNamespace
+
+    from sweet_trl.pipeline.stages import _selector
+
+    with pytest.raises(ValueError, match="no scorer for selector 'shortest'"):
+        _selector(None, SimpleNamespace(uses_critic=False, selector="shortest", selector_seed=0), None)

@@ -196,7 +196,8 @@ def test_the_rank_stage_measures_each_ranking_against_the_reference_it_names(tok
 
     from peft import LoraConfig, get_peft_model
 
-    from sweet_trl.turn_pairs import RANKINGS, TurnPairsConfig, rank_candidates
+    from sweet_trl.losses import RANKING_MODES as RANKINGS
+    from sweet_trl.turn_pairs import TurnPairsConfig, rank_candidates
 
     record = collaborative_trajectories(1, per_task=1, num_agent_turns=3, seed=63)[0]
     base = peaked(tiny_causal_lm(tokenizer, seed=6)).eval()

@@ -111,6 +111,6 @@ def test_candidate_ranking_scores():
         losses.candidate_ranking_scores(critic)
     with pytest.raises(ValueError, match="policy_mean_logps"):
         losses.candidate_ranking_scores(critic, ref, mode="critic_minus_policy_logprob")
-    with pytest.raises(ValueError, match="ranking mode"):
+    with pytest.raises(ValueError, match="unknown ranking .max."):
         losses.candidate_ranking_scores(critic, ref, mode="max")
     assert losses.mean_logps(torch.tensor([[-4.0, 0.0]]), torch.tensor([[2.0, 0.0]])).tolist() == [[-2.0, 0.0]]

@@ -124,6 +124,21 @@ def test_unknown_rule_and_preset_are_errors():
         critic_pair_dataset([record("a", 1.0)], preset="mobile")
 
 
+def test_the_critic_configs_pair_options_build_the_pairs():
+    """SweetCriticConfig documents how pairs are built: given as ``config``, its options are the ones used."""
+    pytest.importorskip("datasets")
+    pytest.importorskip("trl")
+    from sweet_trl.critic_config import SweetCriticConfig
+
+    rows = [record("a", reward) for reward in (0.0, 0.3, 0.6, 0.9)]  # no success: best_vs_rest would pair nothing
+    config = SweetCriticConfig(output_dir="unused", pair_rule="all_pairs", require_success=False, min_reward_gap=0.5)
+    pairs = critic_pair_dataset(rows, config=config)
+    assert sorted(round(p["chosen_reward"] - p["rejected_reward"], 1) for p in pairs) == [0.6, 0.6, 0.9]
+    assert len(critic_pair_dataset(rows, config=config, min_reward_gap=0.0)) == 6  # keywords override it
+    with pytest.raises(ValueError, match="no critic pair"):
+        critic_pair_dataset(rows, config=SweetCriticConfig(output_dir="unused"))  # best_vs_rest, success required
+
+
 def test_readers_take_lists_jsonl_files_folders_and_datasets(tmp_path):
     rows = [record("a", 1.0), record("a", 0.0)]
     path = tmp_path / "rollouts.jsonl"

@@ -841,7 +841,7 @@ def test_credit_scores_every_critic_against_monte_carlo_returns_and_resumes(tiny
     assert truth["question_turns"]["states"] == 3 and truth["answer_turns"]["states"] == 3
     assert truth["answer_turns"]["exact_values"] == truth["answer_turns"]["candidates"]  # the grader's, exactly
     assert truth["question_turns"]["continuations"] > 0
-    from sweet_trl.turn_pairs import RANKINGS
+    from sweet_trl.losses import RANKING_MODES as RANKINGS
 
     variants = [f"trained_with_c:{r}" for r in RANKINGS if r != "critic_minus_policy_logprob"]  # the run ranks so
     for name in ("trained_with_c", *variants, "untrained_with_c", "trained_without_c", "value_function",

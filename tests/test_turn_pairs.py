@@ -206,6 +206,34 @@ def test_both_rankings_on_hand_made_scores(tmp_path, ranking, top):
     assert json.loads((tmp_path / "pairs" / "stage_stats.json").read_text())["rows_out"] == 4
 
 
+def test_a_ranking_rule_is_one_entry_of_the_rules_table(tmp_path, monkeypatch):
+    """RANKING_RULES is where a ranking is defined: a new entry is taken by the config and ranks by its baseline, and
+    a critic is asked for its reference without c exactly when the rule's baseline does not read c."""
+    from types import SimpleNamespace
+
+    from sweet_trl import losses
+    from sweet_trl.turn_pairs import as_candidate_scorer
+
+    monkeypatch.setitem(losses.RANKING_RULES, "critic_over_its_reference", losses.RankingRule("reference", True))
+    ranked = rank_candidates(candidate_rows(), fake_critic([]), TurnPairsConfig(ranking="critic_over_its_reference"))
+    assert ranked[0]["ranking_scores"] == pytest.approx([c - r for c, r in zip(CRITIC, REFERENCE)])
+    with pytest.raises(ValueError, match="unknown ranking 'nonesuch'.*critic_over_its_reference"):
+        TurnPairsConfig(ranking="nonesuch")
+
+    asked = []
+
+    def score_candidates(dialogue, candidates, privileged, return_details, reference_without_privileged=False):
+        asked.append(reference_without_privileged)
+        return SimpleNamespace(critic_mean_logps=[0.0] * len(candidates), ref_mean_logps=[0.0] * len(candidates))
+
+    critic = SimpleNamespace(score_candidates=score_candidates, name="critic")
+    for ranking in losses.RANKING_RULES:
+        as_candidate_scorer(critic, ranking)([], ["a", "b"], "c")
+    rules = losses.RANKING_RULES.values()
+    assert asked == [rule.baseline == "reference" and not rule.baseline_sees_c for rule in rules]
+    assert asked.count(True) == 1  # critic_minus_reference_without_c
+
+
 def test_pairs_only_from_the_chosen_turns(tmp_path):
     ranked = rank_candidates(candidate_rows(), fake_critic([]), TurnPairsConfig(seed=3))
     answer_turn = {**ranked[0], "state_id": "ep/turn1", "turn": 1}

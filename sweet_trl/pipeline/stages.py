@@ -237,6 +237,8 @@ def _selector(ctx: StageContext, args: RankArguments, candidates: Path) -> tuple
         return critic, scorer, args.ranking
     if args.selector == "random":
         return None, selectors.random_scorer(args.selector_seed), selectors.SELECTOR_RANKING
+    if args.selector != "true_reward":  # a selector named in SELECTORS with no branch here would grade silently
+        raise ValueError(f"the rank stage has no scorer for selector {args.selector!r}")
     from colbench_gym.tasks import resolve_tasks
     from sweet_trl.policy_trainer import load_rows
     from sweet_trl.trajectories import read_trajectories

@@ -195,8 +195,8 @@ class Credit:
 
     def scores(self, rows: list[dict[str, Any]], policy: str) -> dict[str, list[list[float]]]:
         """Every ranker's scores (each cached); a ranker whose model the run lacks is left out, and said."""
+        from sweet_trl.losses import RANKING_MODES as RANKINGS
         from sweet_trl.pipeline import release
-        from sweet_trl.turn_pairs import RANKINGS
 
         _, rank_args = self.study.stage_options("rank", [])
         batch = rank_args.scoring_batch_size

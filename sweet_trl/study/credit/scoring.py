@@ -4,7 +4,7 @@ A ranker maps a state row (``prompt`` with the system instructions, ``privileged
 ``policy_mean_logprobs``) to one score per candidate, higher is better. The rankers compared:
 
 * ``trained_with_c`` (the run's ranking), and ``trained_with_c:<ranking>`` for every ranking of
-  :data:`sweet_trl.turn_pairs.RANKINGS`: the asymmetric critic, through the ``rank`` stage's own scorer;
+  :data:`sweet_trl.losses.RANKING_RULES`: the asymmetric critic, through the ``rank`` stage's own scorer;
 * ``untrained_with_c``: the critic's base model as critic and reference (the run's ranking), i.e. what ``c`` tells
   before any Bradley-Terry training (with ``critic_minus_reference_without_c``: the candidate's pointwise mutual
   information with ``c``);
