@@ -290,3 +290,39 @@ def test_a_validation_episode_answered_with_the_reference_succeeds():
         _, reward, terminated, _, info = env.step("I WANT TO ANSWER:\n" + VALIDATION[index]["ground_truth"])
         assert terminated and reward == 1.0 and info["success"], VALIDATION[index]["task_id"]
     env.close()
+
+
+def test_a_task_family_of_ones_own_is_registered_by_name_and_split_by_template_part(monkeypatch):
+    """A family built from templates (here: copies of the procedural ones under another id prefix) becomes
+    ``tasks="<name>:<split>"`` for the environments and the pipeline, and its ids count as seen or unseen templates
+    wherever figures are split."""
+    import dataclasses
+
+    from colbench_gym.tasks import procedural
+
+    monkeypatch.setattr(procedural, "_REGISTERED", {})  # registrations live in the process: none leaks out
+
+    class MineTemplate(procedural.Template):
+        id_prefix = "mine"
+
+    def mine(templates):
+        return tuple(MineTemplate(**{f.name: getattr(t, f.name) for f in dataclasses.fields(t)}) for t in templates)
+
+    family = procedural.TaskFamily("mine", mine(procedural.TRAIN_TEMPLATES[:4]), mine(procedural.UNSEEN_TEMPLATES[:2]),
+                                   mine(procedural.VALIDATION_UNSEEN_TEMPLATES[:2]), (), id_prefix="mine",
+                                   sizes={"train": 20, "validation": 10, "test": 10, "warm_start": 1})
+    with pytest.raises(FileNotFoundError, match="'<family>:<split>'"):
+        resolve_tasks("mine:test")
+    procedural.register_task_family(family)
+    tasks = resolve_tasks("mine:test")
+    assert len(tasks) == 10 and all(t.task_id.startswith("mine-test-") for t in tasks)
+    assert sorted(task_part(t.task_id) for t in tasks) == ["seen"] * 6 + ["unseen"] * 4
+    env = gym.make("ColBench-Backend-v0", tasks="mine:validation")
+    _, info = env.reset(seed=0, options={"task_index": 0})
+    assert info["task_id"].startswith("mine-validation-")
+    env.close()
+    # templates that write another prefix than their family's would be counted by no part: refused when built
+    with pytest.raises(ValueError, match=rf"id_prefix 'mine', but templates \['{procedural.TRAIN_TEMPLATES[0].name}'"):
+        procedural.TaskFamily("mine", procedural.TRAIN_TEMPLATES[:1], (), (), (), id_prefix="mine")
+    with pytest.raises(ValueError, match="ships with colbench_gym"):
+        procedural.register_task_family(dataclasses.replace(family, name="procedural"))

@@ -93,7 +93,7 @@ def test_bad_requests_are_refused_clearly():
         load_procedural_wide("dev")
     with pytest.raises(ValueError, match="procedural_wide tasks exist for the backend environment only"):
         resolve_tasks("procedural_wide:train", kind="frontend")
-    with pytest.raises(FileNotFoundError, match="'procedural_wide:<split>'"):
+    with pytest.raises(FileNotFoundError, match="'<family>:<split>' for a task family.*'procedural_wide'"):
         resolve_tasks("procedural_widest:train")
 
 

@@ -125,29 +125,18 @@ def resolve_tasks(source: Any = "train", kind: Kind = "backend") -> list[Task]:
             return load_builtin(text, kind)
         if text.startswith("hub:"):
             return load_hub(text.removeprefix("hub:"), kind)
-        if text.startswith("procedural:"):
-            if kind != "backend":
-                raise ValueError("procedural tasks exist for the backend environment only")
-            from colbench_gym.tasks.procedural import load_procedural
+        from colbench_gym.tasks.procedural import task_families  # generated in code: procedural, multi-fact, ...
 
-            return parse_rows(load_procedural(text.removeprefix("procedural:")), kind, origin=text)
-        if text.startswith("procedural_multi:"):
+        family_name, _, split = text.partition(":")
+        if split and family_name in task_families():
             if kind != "backend":
-                raise ValueError("procedural_multi tasks exist for the backend environment only")
-            from colbench_gym.tasks.procedural_multi import load_procedural_multi
-
-            return parse_rows(load_procedural_multi(text.removeprefix("procedural_multi:")), kind, origin=text)
-        if text.startswith("procedural_wide:"):
-            if kind != "backend":
-                raise ValueError("procedural_wide tasks exist for the backend environment only")
-            from colbench_gym.tasks.procedural_wide import load_procedural_wide
-
-            return parse_rows(load_procedural_wide(text.removeprefix("procedural_wide:")), kind, origin=text)
+                raise ValueError(f"{family_name} tasks exist for the backend environment only")
+            return parse_rows(task_families()[family_name][1](split), kind, origin=text)
         if Path(text).exists():
             return load_jsonl(text, kind)
         raise FileNotFoundError(
-            f"tasks={text!r} is neither a built-in split {BUILTIN_SPLITS}, 'hub:<split>', 'procedural:<split>', "
-            "'procedural_multi:<split>', 'procedural_wide:<split>', nor an existing file"
+            f"tasks={text!r} is neither a built-in split {BUILTIN_SPLITS}, 'hub:<split>', '<family>:<split>' for a "
+            f"task family {sorted(task_families())}, nor an existing file"
         )
     if isinstance(source, (BackendTask, FrontendTask, dict)):
         source = [source]

@@ -565,6 +565,13 @@ class TaskFamily:
     sizes: dict[str, int] = field(default_factory=lambda: {
         "train": TRAIN_TASKS, "validation": VALIDATION_TASKS, "test": TEST_TASKS, "warm_start": WARM_START_TASKS})
 
+    def __post_init__(self) -> None:
+        # a template writes its own ids (Template.id_prefix) and the family finds its parts by its own prefix
+        strays = sorted({t.name for t in (*self.held_out, *self.warm_start) if t.id_prefix != self.id_prefix})
+        if strays:
+            raise ValueError(f"task family {self.name!r} has id_prefix {self.id_prefix!r}, but templates {strays} "
+                             f"write ids of another prefix: give their class id_prefix = {self.id_prefix!r}")
+
     @property
     def held_out(self) -> tuple[Template, ...]:
         """The templates a split draws from: a warm start may share nothing with them."""
@@ -755,9 +762,37 @@ def load_procedural(split: str) -> list[dict[str, Any]]:
     return PROCEDURAL.load(split)
 
 
-def task_part(task_id: str) -> str | None:
-    """``"seen"`` or ``"unseen"`` for a test or validation task id of the procedural family or of the multi-fact
-    family (``proc-test-seen-...``, ``multi-validation-unseen-...``), else None."""
-    from colbench_gym.tasks.procedural_multi import MULTI_FACT
+_REGISTERED: dict[str, tuple[TaskFamily, Callable[[str], list[dict[str, Any]]]]] = {}
 
-    return PROCEDURAL.task_part(task_id) or MULTI_FACT.task_part(task_id)
+
+def register_task_family(family: TaskFamily, load: Callable[[str], list[dict[str, Any]]] | None = None) -> None:
+    """Make ``tasks="<family.name>:<split>"`` (the environments, ``--train_tasks``, ``--eval_tasks``) load
+    ``load(split)`` (default: ``family.load``), and its test and validation ids count as seen or unseen templates in
+    every figure that splits them (:func:`task_part`)::
+
+        MINE = TaskFamily("mine", TRAIN, TEST_UNSEEN, VALIDATION_UNSEEN, WARM_START, id_prefix="mine")
+        register_task_family(MINE)           # then: gym.make("ColBench-Backend-v0", tasks="mine:test")
+    """
+    if family.name in task_families() and family.name not in _REGISTERED:
+        raise ValueError(f"{family.name!r} names a task family that ships with colbench_gym: choose another name")
+    _REGISTERED[family.name] = (family, load or family.load)
+
+
+def task_families() -> dict[str, tuple[TaskFamily, Callable[[str], list[dict[str, Any]]]]]:
+    """Every task family generated in code, by name: ``(family, load(split) -> rows)``; the shipped ones first."""
+    from colbench_gym.tasks.procedural_multi import MULTI_FACT
+    from colbench_gym.tasks.procedural_wide import PROCEDURAL_WIDE, load_procedural_wide
+
+    shipped = {PROCEDURAL.name: (PROCEDURAL, PROCEDURAL.load), MULTI_FACT.name: (MULTI_FACT, MULTI_FACT.load),
+               PROCEDURAL_WIDE.name: (PROCEDURAL_WIDE, load_procedural_wide)}
+    return {**shipped, **_REGISTERED}
+
+
+def task_part(task_id: str) -> str | None:
+    """``"seen"`` or ``"unseen"`` for a test or validation task id of any task family (``proc-test-seen-...``,
+    ``multi-validation-unseen-...``), else None."""
+    for family, _ in task_families().values():
+        part = family.task_part(task_id)
+        if part is not None:
+            return part
+    return None

@@ -50,8 +50,12 @@ class Arm:
 
     @property
     def training_stage(self) -> str:
-        return {"turn_dpo": "train_policy", "best_of_n": "train_policy_best", "rft": "baseline_rft",
-                "mtdpo": "baseline_mtdpo"}[self.update]
+        return UPDATE_STAGES[self.update]
+
+
+# each kind of update and the pipeline stage that makes it: an arm's rounds and gradient steps are counted from these
+UPDATE_STAGES = {"turn_dpo": "train_policy", "best_of_n": "train_policy_best", "rft": "baseline_rft",
+                   "mtdpo": "baseline_mtdpo"}
 
 
 ARMS: dict[str, Arm] = {arm.name: arm for arm in (

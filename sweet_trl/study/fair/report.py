@@ -8,12 +8,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sweet_trl.study.fair.arms import COMPARED_WITH, START, SWEET_VARIANTS
+from sweet_trl.study.fair.arms import COMPARED_WITH, START, SWEET_VARIANTS, UPDATE_STAGES
 from sweet_trl.study.protocol import ProtocolError, check_equal_compute, protocol_summary, running_code_state
 from sweet_trl.study.results import per_task_rows, policy_entry
 from sweet_trl.study.stats import paired_difference, per_task_means
 
-TRAINING_STAGES = ("train_policy", "train_policy_best", "baseline_rft", "baseline_mtdpo")
 PER_TASK_KEYS = ("task_id", "success_rate", "mean_reward", "episodes")
 # What the study is for: SWEET-RL's best variant this far above iterated RFT in success on unseen test templates,
 # its interval excluding 0, on every seed.
@@ -32,10 +31,10 @@ def arm_compute(study: Any, arm: str) -> dict[str, Any]:
         counts = marker.get("counts", {})
         episodes += counts.get("episodes", 0) if stage == "collect" else 0
         candidates += counts.get("candidates", 0) if stage == "sample_candidates" else 0
-        steps += counts.get("steps", 0) if stage in TRAINING_STAGES else 0
+        steps += counts.get("steps", 0) if stage in UPDATE_STAGES.values() else 0
         seconds[stage] = round(seconds.get(stage, 0.0) + float(marker.get("seconds", 0.0)), 1)
     rounds = sum(1 for key, stage in study.used.get(arm, {}).items()
-                 if stage in TRAINING_STAGES and key in study.markers)
+                 if stage in UPDATE_STAGES.values() and key in study.markers)
     return {"rounds": rounds, "episodes": episodes, "candidates_sampled": candidates, "gradient_steps": steps,
             "stage_seconds": seconds}
 
