@@ -165,7 +165,7 @@ def train_best_of_n(config: BestOfNFinetuneConfig, ranked: Any, model_config: An
     ``model_config``: a ``trl.ModelConfig`` (model name, LoRA with ``use_peft``, QLoRA with ``load_in_4bit``),
     or pass ``model`` and ``tokenizer``. Returns ``config.output_dir``.
     """
-    from sweet_trl.policy_trainer import fit_and_save, trainer_inputs
+    from sweet_trl.trainer_utils import fit_and_save, trainer_inputs
 
     model, tokenizer, peft_config, quantization_config = trainer_inputs(config, model_config, model, tokenizer)
     dataset = best_of_n_dataset(ranked, config)

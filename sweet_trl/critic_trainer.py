@@ -48,9 +48,9 @@ from sweet_trl import losses
 from sweet_trl.critic import CRITIC_METADATA_FILE, forward_turn_logps
 from sweet_trl.critic_config import SweetCriticConfig
 from sweet_trl.model_cards import SWEET_PAPER, SWEET_PAPER_ID, sweet_model_card
-from sweet_trl.policy_trainer import require_rows
 from sweet_trl.shared_prompt import SharedPromptLoss
 from sweet_trl.tokenization import CriticInputFormat, conversation_messages, tokenize_critic_input
+from sweet_trl.trainer_utils import require_rows
 from sweet_trl.transformers_compat import checkpointing_disabled
 
 logger = logging.getLogger(__name__)

@@ -591,10 +591,10 @@ def _read_records(source: Any) -> list[dict[str, Any]]:
 
 
 def _read_rows(source: Any) -> list[dict[str, Any]]:
-    """Rows of a previous stage: a ``datasets`` folder or file (see ``policy_trainer.load_rows``), a Dataset or
+    """Rows of a previous stage: a ``datasets`` folder or file (see ``trainer_utils.load_rows``), a Dataset or
     a list of dicts."""
     if isinstance(source, (str, Path)):
-        from sweet_trl.policy_trainer import load_rows
+        from sweet_trl.trainer_utils import load_rows
 
         return load_rows(source).to_list()
     if hasattr(source, "to_list"):

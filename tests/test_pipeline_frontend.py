@@ -118,7 +118,7 @@ def _jsonl(path: Path) -> list[dict]:
 
 
 def _rows(path: Path) -> list[dict]:
-    from sweet_trl.policy_trainer import load_rows
+    from sweet_trl.trainer_utils import load_rows
 
     return load_rows(path).to_list()
 

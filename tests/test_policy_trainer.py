@@ -255,7 +255,7 @@ def test_qlora_updates_only_a_lora_adapter_on_a_4bit_base_on_cpu(tmp_path):
     from datasets import Dataset
     from trl import ModelConfig
 
-    from sweet_trl.policy_trainer import model_init_kwargs, peft_and_quantization
+    from sweet_trl.trainer_utils import model_init_kwargs, peft_and_quantization
 
     path = save_tiny_model(tmp_path / "base", extra_corpus=synthetic_corpus())
     tokenizer = tiny_tokenizer(synthetic_corpus())

@@ -433,7 +433,7 @@ def _script(name):
 
 
 def test_pair_accuracy_script_grades_the_runs_answer_turns(tiny_study, tmp_path):
-    from sweet_trl.policy_trainer import load_rows
+    from sweet_trl.trainer_utils import load_rows
 
     script = _script("pair_accuracy")
     out = tmp_path / "pairs.json"
@@ -580,7 +580,7 @@ def test_pass_at_k_estimators_agree_with_every_draw_enumerated():
 def test_answer_pass_at_k_script_samples_and_grades_the_runs_answer_turns(tiny_study, tmp_path, monkeypatch):
     from colbench_gym.tasks import resolve_tasks
     from sweet_trl import pipeline
-    from sweet_trl.policy_trainer import load_rows
+    from sweet_trl.trainer_utils import load_rows
 
     script = _script("answer_pass_at_k")
     root, run = tiny_study["root"], tiny_study["run"]
@@ -616,7 +616,7 @@ def test_answer_pass_at_k_script_samples_and_grades_the_runs_answer_turns(tiny_s
 
 
 def test_study_compares_every_policys_answers_on_the_same_held_out_turns(tiny_study):
-    from sweet_trl.policy_trainer import load_rows
+    from sweet_trl.trainer_utils import load_rows
 
     results, run = tiny_study["results"], tiny_study["run"]
     answer_turns = results["answer_turns"]
@@ -951,9 +951,9 @@ def test_rank_selectors_pick_by_the_tests_at_random_or_with_the_untrained_critic
     ``random`` needs no critic and picks the same again; ``untrained_critic`` ranks with the critic's base model."""
     from sweet_trl import precision
     from sweet_trl.critic import SweetCritic
-    from sweet_trl.policy_trainer import load_rows
     from sweet_trl.selectors import answers_only, grade_candidates, random_scorer
     from sweet_trl.study.runner import Study
+    from sweet_trl.trainer_utils import load_rows
 
     run = tiny_study["run"]
     study = Study(tiny_study["root"] / "study.yaml", stream=io.StringIO())

@@ -214,7 +214,7 @@ class MultiTurnDPOTrainer(_trl.DPOTrainer):
     def __init__(self, model: Any, ref_model: Any = None, args: MultiTurnDPOConfig | None = None,
                  data_collator: Any = None, train_dataset: Any = None, eval_dataset: Any = None,
                  processing_class: Any = None, **kwargs: Any):
-        from sweet_trl.policy_trainer import as_dataset, default_reference
+        from sweet_trl.trainer_utils import as_dataset, default_reference
 
         if args is None:
             args = MultiTurnDPOConfig(output_dir="multiturn-dpo")
@@ -288,7 +288,7 @@ def train_multiturn_dpo(
     :func:`multiturn_dpo_pairs` rows). ``model_config``: a ``trl.ModelConfig`` (LoRA with ``use_peft``, QLoRA with
     ``load_in_4bit``), or pass ``model`` and ``tokenizer``. Returns ``config.output_dir``.
     """
-    from sweet_trl.policy_trainer import as_dataset, fit_and_save, trainer_inputs
+    from sweet_trl.trainer_utils import as_dataset, fit_and_save, trainer_inputs
 
     if pairs is None:
         if trajectories is None:

@@ -18,7 +18,7 @@ from sweet_trl.pipeline_config import asdict_public
 def _export_rows(stage_dir: Path, marker: dict[str, Any], output: str) -> list[dict[str, Any]]:
     path = stage_dir / marker["outputs"][output]
     if path.is_dir():
-        from sweet_trl.policy_trainer import load_rows
+        from sweet_trl.trainer_utils import load_rows
 
         return load_rows(path).to_list()
     from sweet_trl.report.data import iter_jsonl

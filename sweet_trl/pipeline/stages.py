@@ -240,7 +240,7 @@ def _selector(ctx: StageContext, args: RankArguments, candidates: Path) -> tuple
     if args.selector != "true_reward":  # a selector named in SELECTORS with no branch here would grade silently
         raise ValueError(f"the rank stage has no scorer for selector {args.selector!r}")
     from colbench_gym.tasks import resolve_tasks
-    from sweet_trl.policy_trainer import load_rows
+    from sweet_trl.trainer_utils import load_rows
     from sweet_trl.trajectories import read_trajectories
 
     rows = load_rows(candidates).to_list()

@@ -52,7 +52,7 @@ def final_metrics(history: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 def _prepare_training(ctx: StageContext, model_config: Any, config: Any, base: str) -> Any:
     """Fill the model path and output folder of a training stage; returns its ``TrainerInputs``."""
-    from sweet_trl.policy_trainer import trainer_inputs
+    from sweet_trl.trainer_utils import trainer_inputs
 
     if not model_config.model_name_or_path:
         model_config.model_name_or_path = resolve_model(base)
@@ -96,7 +96,7 @@ def _training_result(ctx: StageContext, last: dict[str, Any], counts: dict[str, 
 def stage_train_critic(ctx: StageContext, model_config: Any, config: Any, export: Any) -> StageResult:
     """Train the asymmetric critic on the trajectory pairs (Bradley-Terry on turn-advantage scores)."""
     from sweet_trl.critic_trainer import SweetCriticTrainer
-    from sweet_trl.policy_trainer import load_rows
+    from sweet_trl.trainer_utils import load_rows
 
     pairs = load_rows(ctx.input_path("critic_pairs", "pairs"))
     inputs = _prepare_training(ctx, model_config, config, ctx.run.critic_base)
@@ -109,7 +109,8 @@ def stage_train_critic(ctx: StageContext, model_config: Any, config: Any, export
 
 def stage_train_policy(ctx: StageContext, model_config: Any, config: Any, export: Any) -> StageResult:
     """Train the policy with turn-level DPO on the critic-ranked pairs (no privileged information)."""
-    from sweet_trl.policy_trainer import TurnPreferenceTrainer, load_rows
+    from sweet_trl.policy_trainer import TurnPreferenceTrainer
+    from sweet_trl.trainer_utils import load_rows
 
     pairs = load_rows(ctx.input_path("policy_pairs", "pairs"))
     inputs = _prepare_training(ctx, model_config, config, ctx.run.policy_model)
