@@ -265,9 +265,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ShowError as err:
         print(f"sweet-rl show: error: {err}", file=sys.stderr)
         return err.status
-    except BrokenPipeError:  # the reader stopped reading (sweet-rl show ... | head)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
 
 
 if __name__ == "__main__":
