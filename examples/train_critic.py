@@ -18,7 +18,7 @@ from trl import ModelConfig, TrlParser
 
 from sweet_trl.critic_config import SweetCriticConfig
 from sweet_trl.critic_trainer import SweetCriticTrainer
-from sweet_trl.policy_trainer import load_rows, trainer_inputs
+from sweet_trl.trainer_utils import load_rows, trainer_inputs
 
 
 @dataclass

@@ -35,9 +35,9 @@ def measure(config: str, run_dir: Path, policy_model: str | None, evaluation: st
             temperatures: Sequence[float], seed: int, overrides: Sequence[str] = ()) -> dict[str, Any]:
     from colbench_gym.tasks import resolve_tasks
     from sweet_trl.pipeline import models, release
-    from sweet_trl.policy_trainer import load_rows
     from sweet_trl.study.critic_eval import answer_turn_states, grade_candidates
     from sweet_trl.study.runner import Study
+    from sweet_trl.trainer_utils import load_rows
     from sweet_trl.turn_pairs import TurnPairsConfig, sample_candidates
 
     study = Study(config, ["--run_dir", str(run_dir), *overrides])

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     import datasets
     from trl import ModelConfig, SFTConfig, SFTTrainer
 
-    from sweet_trl.policy_trainer import fit_and_save, trainer_inputs
+    from sweet_trl.trainer_utils import fit_and_save, trainer_inputs
 
     rows, run = answer_rows(args.run_dir)
     if args.pick == "oracle":

@@ -36,7 +36,7 @@ def answer_turn(run: dict[str, Any]) -> int:
 
 def answer_rows(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The rank stage's answer-turn rows and the run settings it recorded."""
-    from sweet_trl.policy_trainer import load_rows
+    from sweet_trl.trainer_utils import load_rows
 
     marker = run_dir / "rank" / "_COMPLETE.json"
     if not marker.is_file():
@@ -133,7 +133,7 @@ def measure(run_dir: Path, gaps: list[float]) -> dict[str, Any]:
     pairs_dir = run_dir / "policy_pairs" / "pairs"
     training = None
     if pairs_dir.exists():
-        from sweet_trl.policy_trainer import load_rows
+        from sweet_trl.trainer_utils import load_rows
 
         training = training_pair_orders(graded, [p for p in load_rows(pairs_dir).to_list()
                                                  if int(p["turn"]) == answer_turn(run)])

@@ -83,6 +83,31 @@ def test_stage_runs_once_then_skips_and_reruns_when_its_config_or_input_changes(
     assert calls[-1] == "first" and len(calls) == 5
 
 
+def test_a_stage_run_again_says_which_setting_or_input_changed(tmp_path):
+    from sweet_trl.pipeline.runner import WouldRun, plan_only
+
+    calls: list[str] = []
+    ToyArgs, first, second = _toy_stages(calls)
+
+    def run(stage, value, **run_options):
+        out = io.StringIO()
+        run_stage(stage, (RunArguments(run_dir=str(tmp_path), **run_options), ToyArgs(value)), stream=out)
+        return out.getvalue()
+
+    run(first, 2), run(second, 1)
+    made = json.loads((tmp_path / "first" / MARKER).read_text())["fingerprint"]
+    with plan_only(), pytest.raises(WouldRun, match="differ from the ones it was made with: value: 2 -> 5"):
+        run(first, 5)
+    assert "[first] running again: value: 2 -> 5\n" in run(first, 5)
+    redone = json.loads((tmp_path / "first" / MARKER).read_text())["fingerprint"]
+    assert f"[second] running again: input first changed ({made} -> {redone})\n" in run(second, 1)
+    run(first, 5, force=True)  # the same settings, made again: the stage after it names it
+    assert "[second] running again: input first ran again\n" in run(second, 1)
+    assert "[second] running again: value: 1 -> 3\n" in run(second, 3)
+    assert "[second] running again: --force\n" in run(second, 3, force=True)
+    assert calls == ["first", "second", "first", "second", "first", "second", "second", "second"]
+
+
 def test_a_stage_linked_from_another_run_is_read_back_and_never_cleared_with_other_settings(tmp_path):
     calls: list[str] = []
     ToyArgs, first, second = _toy_stages(calls)
@@ -171,7 +196,7 @@ def test_fingerprint_covers_the_run_fields_read_the_files_named_and_the_upstream
     # The file an option names is part of the fingerprint by its size and time, not only its name.
     source.write_text("a longer version")
     os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
-    assert "running again" in run(max_turns=4) and len(calls) == 3
+    assert f"running again: {source} was rewritten since it ran" in run(max_turns=4) and len(calls) == 3
     # The stage after it runs again when the upstream stage was re-run, even with --force and the same options.
     run_stage(downstream, (RunArguments(run_dir=str(tmp_path / "run")), FileArgs()), stream=io.StringIO())
     run(max_turns=4, force=True)
@@ -398,6 +423,127 @@ def test_status_tells_done_running_interrupted_and_linked_stages_apart(tmp_path,
     assert main(["status", str(tmp_path / "absent")]) == 2
 
 
+def test_status_shows_a_stage_whose_input_was_made_again_since_as_stale(tmp_path, capsys):
+    from sweet_trl.cli import main
+    from sweet_trl.pipeline.status import run_status
+
+    calls: list[str] = []
+    ToyArgs, first, second = _toy_stages(calls)
+
+    def copy_second(ctx, args):
+        (ctx.dir / "data.json").write_text(ctx.input_path("second", "data").read_text())
+        return StageResult(counts={"items": args.value}, outputs={"data": "data.json"})
+
+    third = Stage("third", "third", lambda: (ToyArgs,), copy_second, inputs=lambda *a: ["second"])
+    run = RunArguments(run_dir=str(tmp_path / "run"))
+    for stage in (first, second, third):
+        run_stage(stage, (run, ToyArgs(1)), stream=io.StringIO())
+    assert {s.path: s.stale for s in run_status(tmp_path)} == {"run/first": None, "run/second": None,
+                                                               "run/third": None}
+
+    run_stage(first, (run, ToyArgs(2)), stream=io.StringIO())  # another setting: the stages after it are stale
+    stages = {s.path: s for s in run_status(tmp_path / "run")}
+    assert {path: s.stale for path, s in stages.items()} == {
+        "first": None, "second": "first changed since", "third": "first changed since, via second"}
+    assert main(["status", str(tmp_path / "run")]) == 0
+    text = capsys.readouterr().out
+    assert "done, stale" in text and "(first changed since) items=1" in text and "3 stages done here" in text
+    assert text.rstrip().endswith(", 2 stale")
+
+    run_stage(second, (run, ToyArgs(1)), stream=io.StringIO())
+    assert [s.stale for s in run_status(tmp_path / "run")] == [None, None, "second changed since"]
+    run_stage(third, (run, ToyArgs(1)), stream=io.StringIO())
+    # made again with --force and the same settings (the same fingerprint): still another run of it
+    run_stage(second, (RunArguments(run_dir=str(tmp_path / "run"), force=True), ToyArgs(1)), stream=io.StringIO())
+    assert [s.stale for s in run_status(tmp_path / "run")] == [None, None, "second changed since"]
+    (tmp_path / "run" / "second" / MARKER).unlink()  # cleared, running again
+    assert run_status(tmp_path / "run")[-1].stale == "second not complete"
+
+
+def test_a_stage_that_raises_is_recorded_as_failed_until_a_later_run_succeeds(tmp_path, capsys):
+    from dataclasses import dataclass
+
+    from sweet_trl.cli import main
+    from sweet_trl.pipeline.runner import FAILED
+    from sweet_trl.pipeline.status import run_status
+
+    @dataclass
+    class Args:
+        x: int = 0
+
+    outcomes = ["error", "interrupt", "error", "done"]  # each attempt's, with the same settings
+
+    def run(ctx, args):
+        (ctx.dir / "partial.jsonl").write_text("{}\n{}\n")
+        outcome = outcomes.pop(0)
+        if outcome == "error":
+            raise ValueError("the reward model is unreachable\nsecond line of the message")
+        if outcome == "interrupt":
+            raise KeyboardInterrupt
+        return StageResult(counts={"rows": 2})
+
+    stage, run_args = Stage("rank", "rank", lambda: (Args,), run), RunArguments(run_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="unreachable"):  # raised as before
+        run_stage(stage, (run_args, Args()), stream=io.StringIO())
+    record = json.loads((tmp_path / "rank" / FAILED).read_text())
+    assert record["error"] == "ValueError: the reward model is unreachable" and record["failed_at"]
+    assert (tmp_path / "rank" / "_RUNNING.json").exists()  # what it wrote is resumed from once the cause is fixed
+    [status] = run_status(tmp_path)
+    assert status.state == "failed"
+    assert status.summary.startswith("ValueError: the reward model is unreachable; at ")
+    assert main(["status", str(tmp_path), "--running"]) == 0
+    text = capsys.readouterr().out
+    assert "failed" in text and "ValueError: the reward model is unreachable" in text and ", 1 failed" in text
+
+    out = io.StringIO()  # the same settings again: it resumes, and says from what
+    with pytest.raises(KeyboardInterrupt):  # an interrupt is no failure: the record is the last attempt's
+        run_stage(stage, (run_args, Args()), stream=out)
+    assert "resuming a run that failed (ValueError: the reward model is unreachable, at " in out.getvalue()
+    # no longer "failed" (it reads as running: the process that was interrupted is this test's, alive)
+    assert not (tmp_path / "rank" / FAILED).exists() and run_status(tmp_path)[0].state == "running"
+    with pytest.raises(ValueError):
+        run_stage(stage, (run_args, Args()), stream=io.StringIO())
+    assert run_status(tmp_path)[0].state == "failed"
+    run_stage(stage, (run_args, Args()), stream=io.StringIO())  # a later success clears the record
+    assert not (tmp_path / "rank" / FAILED).exists() and run_status(tmp_path)[0].state == "done"
+    assert outcomes == []
+
+
+def test_status_lines_lead_with_key_figures_and_tell_how_far_a_running_stage_got(tmp_path):
+    import os
+    import socket
+
+    from sweet_trl.pipeline.status import format_status, run_status
+
+    def folder(path, files):
+        for name, data in files.items():
+            (tmp_path / path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / path / name).write_text(data if isinstance(data, str) else json.dumps(data))
+
+    counts = {"episodes": 160, "tasks": 80, "infra_errors": 0, "simulator_errors": 2, "generated_tokens": 7387}
+    metrics = {"tests_passed": 40.6, "success_rate": 0.269, "mean_reward": 0.414, "answered_rate": 1.0,
+               "mean_turns": 1.99, "pass@1": 0.269, "pass@2": 0.32, "pass@4": 0.375}
+    folder("evaluate/merged", {MARKER: {"dir": "evaluate/merged", "seconds": 60, "counts": counts, "metrics": metrics}})
+    folder("sample_candidates", {MARKER: {"dir": "sample_candidates", "seconds": 60, "counts": {"turn_states": 64}}})
+    running = {"started_at": "2026-01-01T00:00:00+00:00", "pid": os.getpid(), "host": socket.gethostname()}
+    header = json.dumps({"format": 1, "resume_of": {}})  # the resumable file's first line: no row
+    folder("rank", {"_RUNNING.json": {**running, "stage": "rank", "dir": "rank"},
+                    "ranked.partial.jsonl": header + "\n" + "{}\n" * 32, "trajectory_advantages.jsonl": "{}\n"})
+    folder("train_critic", {"_RUNNING.json": {**running, "stage": "train_critic", "dir": "train_critic"},
+                            "model/checkpoint-10/trainer_state.json": {"global_step": 10, "max_steps": 30},
+                            "model/checkpoint-20/trainer_state.json": {"global_step": 20, "max_steps": 30}})
+
+    stages = {s.path: s for s in run_status(tmp_path)}
+    evaluation = stages["evaluate/merged"].summary
+    # the figures that tell most first, then a non-zero error count, then the stage's own order
+    assert evaluation == ("success_rate=0.269, mean_reward=0.414, pass@1=0.269, episodes=160, simulator_errors=2, "
+                          "tasks=80 (+7 more)")  # whole figures, as many as fit in 110 characters
+    assert stages["rank"].summary.endswith("; 32/64 turn states in ranked.partial.jsonl; "
+                                           "1 lines in trajectory_advantages.jsonl")
+    assert stages["train_critic"].summary.endswith("; step 20/30 at its last checkpoint")
+    assert len(format_status(list(stages.values()), tmp_path).splitlines()) == 1 + 4 + 1  # one line per stage
+
+
 def test_stage_claiming_an_output_it_did_not_write_fails(tmp_path):
     from dataclasses import dataclass
 
@@ -571,7 +717,7 @@ def test_changed_stage_option_reruns_that_stage_and_those_after_it(tiny_run, mon
                                                "--policy_pairs.pairs_per_turn", "1"], stream=out)
     text = out.getvalue()
     assert "[collect] skipped" in text and "[rank] skipped" in text
-    assert "[policy_pairs] running again: its configuration or inputs changed" in text
+    assert "[policy_pairs] running again: pairs_per_turn: 2 -> 1" in text
     marker = json.loads((tiny_run["run"] / "policy_pairs" / MARKER).read_text())
     assert marker["counts"]["pairs"] <= marker["counts"]["turn_states"]
     # train_policy now sees a changed input: its fingerprint no longer matches, so it would run again.

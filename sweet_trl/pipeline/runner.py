@@ -50,6 +50,9 @@ def plan_only():
 
 MARKER = "_COMPLETE.json"
 RUNNING = "_RUNNING.json"
+# A stage that raised (not an interrupt): the error's first line and when, so that `sweet-rl status` says
+# "failed: ..." rather than "interrupted" (the same command would fail the same way). Its next run clears it.
+FAILED = "_FAILED.json"
 # The stages that train: the only ones that may run under ``accelerate launch``.
 TRAINING_STAGES = ("warm_start", "train_critic", "train_policy", "train_policy_best", "baseline_rft", "baseline_mtdpo")
 # Options that change where, how fast or how loudly a stage runs, not what it computes.
@@ -268,6 +271,91 @@ def _as_written(options: Any) -> Any:
     return legacy
 
 
+# What changed since a stage was made, told when it runs again: the settings that differ (old -> new), the input
+# stages made again, else a file named in its options rewritten since. The marker's ``config`` holds the options.
+MAX_CHANGES_TOLD = 4
+
+
+def what_changed(stage: Stage, args: Sequence[Any], inputs: dict[str, dict[str, Any]], marker: dict[str, Any]) -> str:
+    """Why ``marker`` (a finished run of ``stage``) no longer stands for ``args`` and ``inputs``, in a few words."""
+    changes = _changed_inputs(inputs, marker) + _changed_options(stage, args, marker.get("config"))
+    if not changes:
+        changes = [f"{path} was rewritten since it ran" for path in _rewritten_since(stage, args, marker)]
+    if not changes:  # markers made before ``input_runs`` was recorded; a file rewritten within its start's second
+        return "no recorded setting or input differs: an input stage ran again, or a file its options name changed"
+    told = ", ".join(changes[:MAX_CHANGES_TOLD])
+    return told + (f" (+{len(changes) - MAX_CHANGES_TOLD} more)" if len(changes) > MAX_CHANGES_TOLD else "")
+
+
+def _changed_inputs(inputs: dict[str, dict[str, Any]], marker: dict[str, Any]) -> list[str]:
+    made_from, runs = marker.get("inputs") or {}, marker.get("input_runs") or {}
+    out = []
+    for name, upstream in sorted(inputs.items()):
+        if name not in made_from:
+            out.append(f"now reads {name}")
+        elif made_from[name] != upstream.get("fingerprint"):
+            out.append(f"input {name} changed ({made_from[name]} -> {upstream.get('fingerprint')})")
+        elif name in runs and runs[name] != upstream.get("run_id"):  # --force upstream: same settings, new run
+            out.append(f"input {name} ran again")
+    return out + [f"no longer reads {name}" for name in sorted(set(made_from) - set(inputs))]
+
+
+def _changed_options(stage: Stage, args: Sequence[Any], recorded: Any) -> list[str]:
+    """``key: old -> new`` for each fingerprinted option that differs from the marker's ``config``."""
+    if not isinstance(recorded, list) or not all(isinstance(r, dict) for r in recorded):
+        return []  # a marker without its options: nothing to compare with
+    if len(recorded) != len(args):
+        return ["its options' classes changed"]
+    now = json.loads(json.dumps(_fingerprinted_options(stage, args), default=str))  # as the marker reads back
+    out = []
+    for options, old, new in zip(args, _fingerprinted_options(stage, recorded), now):
+        neutral = NEUTRAL_WHEN_ADDED.get(type(options).__name__, {})
+        for key in sorted(set(old) | set(new)):
+            if key not in old and key in neutral and new.get(key) == neutral[key]:
+                continue  # added since, at the value that computes what the run computed
+            if old.get(key, _ABSENT) != new.get(key, _ABSENT):
+                out.append(f"{key}: {_shown(old.get(key, _ABSENT))} -> {_shown(new.get(key, _ABSENT))}")
+    return out
+
+
+def _fingerprinted_options(stage: Stage, args: Sequence[Any]) -> list[dict[str, Any]]:
+    """Each options class as a dict (the marker's ``config`` already is) of what its fingerprint covers: of the
+    run's shared arguments only the fields the stage reads."""
+    views = [a if isinstance(a, dict) else asdict_public(a) for a in args]
+    run_fields = {"env_id", *stage.run_fields}
+    return [{k: v for k, v in view.items() if k not in NOT_FINGERPRINTED and (position or k in run_fields)}
+            for position, view in enumerate(views)]
+
+
+_ABSENT = "<absent>"
+
+
+def _shown(value: Any, limit: int = 40) -> str:
+    text = value if value is _ABSENT else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _rewritten_since(stage: Stage, args: Sequence[Any], marker: dict[str, Any]) -> list[str]:
+    """The files or folders named by the options (as strings) modified after the stage started."""
+    try:
+        since = datetime.fromisoformat(str(marker.get("started_at"))).timestamp() + 1  # kept to the second
+    except ValueError:
+        return []
+    named = {v for options in _fingerprinted_options(stage, args) for v in options.values() if isinstance(v, str)}
+    return sorted(value for value in named if value not in ("", ".", os.sep) and _modified_after(Path(value), since))
+
+
+def _modified_after(path: Path, since: float) -> bool:
+    try:
+        if path.is_file():
+            return path.stat().st_mtime > since
+        if path.is_dir():
+            return any(p.stat().st_mtime > since for p in list(path.rglob("*"))[:MAX_FINGERPRINTED_FILES])
+    except OSError:
+        pass
+    return False
+
+
 def clear_folder(path: Path) -> None:
     if path.is_symlink():
         # A linked stage folder belongs to another run (a variant reusing a study's stages): clearing it here
@@ -379,42 +467,54 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         if main:
             _push_if_asked(stage, args, stage_dir, marker, print_)
         return marker
+    changed = what_changed(stage, args, inputs, marker) if marker is not None and not run.force else ""
     why = ("--force" if run.force else "it is not complete" if marker is None
-           else "its settings or inputs differ from the ones it was made with")
+           else f"its settings or inputs differ from the ones it was made with: {changed}")
     if _PLAN_ONLY.get():
         raise WouldRun(f"{label} in {run_dir} would run: {why}")
     _refuse_to_run_a_linked_stage(run_dir, folder, stage_dir, label, why)
     if main:
         if marker is not None:
-            print_("running again: " + ("--force" if run.force else "its configuration or inputs changed"))
+            print_("running again: " + ("--force" if run.force else changed))
             clear_folder(stage_dir)
         else:
-            running = _read_json(stage_dir / RUNNING)
+            running, failed = _read_json(stage_dir / RUNNING), _read_json(stage_dir / FAILED)
+            earlier = ("an interrupted run" if failed is None
+                       else f"a run that failed ({failed.get('error')}, at {failed.get('failed_at')})")
             if running is not None and running.get("fingerprint") in (digest, *earlier_forms):
-                print_("resuming an interrupted run")
+                print_(f"resuming {earlier}")
             elif stage_dir.exists() and any(stage_dir.iterdir()):
-                print_("clearing an interrupted run with another configuration")
+                print_(f"clearing {earlier} with another configuration")
                 clear_folder(stage_dir)
         stage_dir.mkdir(parents=True, exist_ok=True)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if main:
-        # the process and machine, so that `sweet-rl status` tells a running stage from an interrupted one
+        # the process and machine, so that `sweet-rl status` tells a running stage from an interrupted one; the
+        # stage and its folder in the run, so that it finds the inputs that say how much there is to do
         write_json_atomic(stage_dir / RUNNING, {"fingerprint": digest, "started_at": started_at,
-                                                "pid": os.getpid(), "host": socket.gethostname()})
+                                                "pid": os.getpid(), "host": socket.gethostname(),
+                                                "stage": stage.name, "dir": folder})
+        (stage_dir / FAILED).unlink(missing_ok=True)  # an earlier attempt's failure: this attempt tells its own
     _barrier()
 
     context = StageContext(stage=label, dir=stage_dir, run=RunView(run, ("env_id", *stage.run_fields)),
                            inputs=inputs, stream=out if main else io.StringIO())
     print_("running")
     began = time.perf_counter()
-    # A copy: trainers fill in their configuration as they train (TRL's and transformers' do), and the caller's
-    # options must still fingerprint as they did, or calling again with them would train again.
-    result = stage.run(context, *copy.deepcopy(tuple(args[1:])))
-    seconds = time.perf_counter() - began
-    _barrier()
-    missing = [name for name, rel in result.outputs.items() if not (stage_dir / rel).exists()]
-    if missing:
-        raise StageError(f"stage {label} reported outputs it did not write: {missing}")
+    try:
+        # A copy: trainers fill in their configuration as they train (TRL's and transformers' do), and the caller's
+        # options must still fingerprint as they did, or calling again with them would train again.
+        result = stage.run(context, *copy.deepcopy(tuple(args[1:])))
+        seconds = time.perf_counter() - began
+        _barrier()
+        missing = [name for name, rel in result.outputs.items() if not (stage_dir / rel).exists()]
+        if missing:
+            raise StageError(f"stage {label} reported outputs it did not write: {missing}")
+    except Exception as error:  # not KeyboardInterrupt: an interrupted stage is resumed, a failed one told
+        if main:
+            with contextlib.suppress(OSError):  # the stage's own error is the one to raise
+                _record_failure(stage_dir, digest, error)
+        raise
 
     marker = {
         "stage": stage.name,
@@ -429,6 +529,8 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         "outputs": result.outputs,
         "info": {**result.info, "peak_rss_mb": _peak_rss_mb()},
         "inputs": {name: m["fingerprint"] for name, m in inputs.items()},
+        # which run of each input: one re-run with --force (same fingerprint) leaves this stage stale too
+        "input_runs": {name: m.get("run_id") for name, m in inputs.items()},
         "config": [asdict_public(a) for a in args],
         "versions": _versions(),
     }
@@ -439,6 +541,15 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         _push_if_asked(stage, args, stage_dir, marker, print_)
     _barrier()
     return marker
+
+
+def _record_failure(stage_dir: Path, digest: str, error: Exception) -> None:
+    """Write the error's first line and the time beside the stage's ``_RUNNING.json`` (kept: what the stage wrote
+    before failing is resumed from once the cause is fixed)."""
+    lines = str(error).strip().splitlines()
+    message = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    write_json_atomic(stage_dir / FAILED, {"fingerprint": digest, "error": message[:500], "pid": os.getpid(),
+                                           "failed_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
 
 def _peak_rss_mb() -> float | None:

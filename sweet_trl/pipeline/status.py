@@ -1,12 +1,14 @@
 """Where a run stands, read from its markers alone (nothing is loaded, nothing runs)::
 
     sweet-rl status runs/fair_cpu          # every stage under the folder, studies' rounds and arms included
-    sweet-rl status runs/credit --running  # only what is running or was interrupted
+    sweet-rl status runs/credit --running  # only what is running, was interrupted or failed
 
-Each stage folder is one line: ``done`` with its minutes and counts, ``running`` (its process is alive on this
-machine) with how long it has run, ``interrupted`` (its process is gone: the same command resumes it), or
-``linked`` when the folder is another run's stage, shown as it stands there. Long studies run in the background;
-this is how a researcher sees, without reading logs, which of their stages finished and what each cost.
+Each stage folder is one line: ``done`` with its minutes and key figures (``done, stale`` when an input stage was
+made again since: the command that made it would run it again), ``running`` (its process is alive on this machine)
+with how long it has run and how far it got, ``interrupted`` (its process is gone: the same command resumes it),
+``failed`` with the error it raised, or ``linked`` when the folder is another run's stage, shown as it stands
+there. Long studies run in the background; this is how a researcher sees, without reading logs, which of their
+stages finished and what each cost.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sweet_trl.pipeline.runner import MARKER, RUNNING, _summary
+from sweet_trl.pipeline.runner import FAILED, MARKER, RUNNING
 
 
 def process_alive(pid: int) -> bool:
@@ -37,14 +39,16 @@ def process_alive(pid: int) -> bool:
 @dataclass
 class StageStatus:
     path: str  # relative to the folder asked about
-    state: str  # done, running, interrupted, unknown
+    state: str  # done, running, interrupted, failed, unknown
     minutes: float | None
     summary: str
     linked_to: str | None = None
+    stale: str | None = None  # done, but an input stage was made again since: which, in a few words
 
     def line(self, width: int) -> str:
-        state = f"{self.state}, linked" if self.linked_to else self.state
-        summary = f"-> {self.linked_to}: {self.summary}" if self.linked_to else self.summary
+        state = self.state + (", linked" if self.linked_to else "") + (", stale" if self.stale else "")
+        summary = f"({self.stale}) {self.summary}" if self.stale else self.summary
+        summary = f"-> {self.linked_to}: {summary}" if self.linked_to else summary
         minutes = "" if self.minutes is None else f"{self.minutes:.1f}"
         return f"{self.path:<{width}}  {state:<20} {minutes:>7}  {summary}"
 
@@ -64,43 +68,138 @@ def _since(started_at: str | None, now: datetime) -> float | None:
         return None
 
 
-def _short_summary(marker: Mapping[str, Any], limit: int = 90) -> str:
-    text = _summary(dict(marker))
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+# What tells most of a stage's outcome comes first (a line is cut at SUMMARY_LIMIT); an error count follows them
+# when it is not zero, the other counts and metrics after, in the stage's own order, and zero error counts last.
+KEY_FIGURES = ("success_rate", "mean_reward", "pass@1", "train_loss", "pair_accuracy", "steps", "episodes", "pairs",
+               "turn_states", "candidates", "mean_reward_gap", "mean_candidate_advantage")
+SUMMARY_LIMIT = 110
 
 
-def records_so_far(folder: Path) -> str:
+def _short_summary(marker: Mapping[str, Any], limit: int = SUMMARY_LIMIT) -> str:
+    figures = {**(marker.get("counts") or {}), **(marker.get("metrics") or {})}
+    failures = [k for k in figures if ("error" in k or "fail" in k) and k not in KEY_FIGURES]
+    order = [k for k in KEY_FIGURES if k in figures] + [k for k in failures if figures[k]]
+    order += [k for k in figures if k not in order and k not in failures] + [k for k in failures if not figures[k]]
+    parts = [f"{k}={figures[k]:.3f}" if isinstance(figures[k], float) else f"{k}={figures[k]}" for k in order]
+    text = ", ".join(parts)
+    shown = len(parts)
+    while len(text) > limit and shown > 1:  # whole figures only, and how many more there are
+        shown -= 1
+        text = ", ".join(parts[:shown]) + f" (+{len(parts) - shown} more)"
+    return text or "no counts"
+
+
+def _lines(path: Path) -> int | None:
+    try:
+        with path.open("rb") as handle:
+            return sum(1 for _ in handle)
+    except OSError:
+        return None
+
+
+def records_so_far(folder: Path, skip: Sequence[str] = ()) -> str:
     """What a stage that has not finished has written: the lines of each JSONL file it appends to (a collection's
     episodes, say), ``""`` when it has none."""
-    counts = []
-    for path in sorted(folder.glob("*.jsonl")):
-        try:
-            with path.open("rb") as handle:
-                counts.append(f"{sum(1 for _ in handle)} lines in {path.name}")
-        except OSError:
-            continue
+    counts = [f"{n} lines in {path.name}" for path in sorted(folder.glob("*.jsonl"))
+              if path.name not in skip and (n := _lines(path)) is not None]
     return "; " + ", ".join(counts) if counts else ""
 
 
-def stage_status(folder: Path, now: datetime, host: str) -> StageStatus | None:
+# A running stage's resumable output whose total an input stage's marker counts: (file, input, count). Its first
+# line names the work it resumes (turn_pairs._resumable_map), each other line is one row done.
+PROGRESS_OF = {"rank": ("ranked.partial.jsonl", "sample_candidates", "turn_states")}
+
+
+def progress(folder: Path, running: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """How far a running stage got, as far as its files tell cheaply (``""`` when they do not): a trainer's last
+    checkpoint ``step N/M``, or rows done of a total an input counts; and the files read for it."""
+    states = [_read(path) or {} for path in [*folder.glob("checkpoint-*/trainer_state.json"),
+                                             *folder.glob("*/checkpoint-*/trainer_state.json")]]
+    steps = [(s.get("global_step"), s.get("max_steps")) for s in states if isinstance(s.get("global_step"), int)]
+    if steps:
+        step, total = max(steps, key=lambda s: s[0])
+        return f"; step {step}/{total} at its last checkpoint" if total else f"; step {step} at its last checkpoint", ()
+    stage = running.get("stage") or folder.name
+    if stage not in PROGRESS_OF:
+        return "", ()
+    name, upstream, count = PROGRESS_OF[stage]
+    run_dir = _run_dir(folder, running.get("dir") or stage)
+    total = ((_read(run_dir / upstream / MARKER) or {}).get("counts") or {}).get(count) if run_dir else None
+    lines = _lines(folder / name)
+    if lines is None:
+        return "", ()
+    done = max(lines - 1, 0)
+    return f"; {done}/{total if total is not None else '?'} {count.replace('_', ' ')} in {name}", (name,)
+
+
+def _run_dir(folder: Path, relative: Any) -> Path | None:
+    """The run a stage folder belongs to: ``folder`` less the stage's own folder in it (``evaluate/sweet``)."""
+    parts = Path(str(relative)).parts if relative else ()
+    if not parts or folder.parts[-len(parts):] != parts:
+        return None
+    return folder.parents[len(parts) - 1]
+
+
+def stale_reason(folder: Path, marker: Mapping[str, Any], memo: dict[Path, str | None] | None = None) -> str | None:
+    """Why a finished stage no longer stands for its inputs, or ``None``: an input stage made again since (another
+    fingerprint, or with ``input_runs`` recorded another run), not complete now, or itself stale. From the markers
+    alone; ``memo`` keeps each folder's answer across a run's stages."""
+    memo = {} if memo is None else memo
+    key = folder.resolve()
+    if key in memo:
+        return memo[key]
+    memo[key] = None  # a cycle (not made by the runner) reads as fresh rather than looping
+    run_dir = _run_dir(folder, marker.get("dir"))
+    runs = marker.get("input_runs") or {}
+    reason = None
+    for name, fingerprint in (marker.get("inputs") or {}).items() if run_dir is not None else ():
+        upstream = _read(run_dir / name / MARKER)
+        if upstream is None:
+            reason = f"{name} not complete"
+        elif upstream.get("fingerprint") != fingerprint or (name in runs and runs[name] != upstream.get("run_id")):
+            reason = f"{name} changed since"
+        elif (inner := stale_reason(run_dir / name, upstream, memo)) is not None:
+            reason = inner if ", via " in inner else f"{inner}, via {name}"
+        if reason is not None:
+            break
+    memo[key] = reason
+    return reason
+
+
+def stage_status(folder: Path, now: datetime, host: str,
+                 memo: dict[Path, str | None] | None = None) -> StageStatus | None:
     """The state of one folder, or ``None`` when it is not a stage's (no marker of either kind)."""
     done, running = _read(folder / MARKER), _read(folder / RUNNING)
     if done is not None:
-        return StageStatus("", "done", float(done.get("seconds", 0.0)) / 60, _short_summary(done))
+        return StageStatus("", "done", float(done.get("seconds", 0.0)) / 60, _short_summary(done),
+                           stale=stale_reason(folder, done, memo))
     if running is None:
         return None
     minutes = _since(running.get("started_at"), now)
     pid, where = running.get("pid"), running.get("host")
-    so_far = records_so_far(folder)
+    failed = _read(folder / FAILED)
+    if failed is not None:  # cleared when an attempt starts: this is the last attempt's end
+        lasted = _since(running.get("started_at"), _when(failed.get("failed_at")) or now)
+        return StageStatus("", "failed", lasted, f"{failed.get('error')}; at {failed.get('failed_at')}"
+                                                 f"{records_so_far(folder)}")
     if not isinstance(pid, int) or where is None:  # a marker written before the process was recorded
         return StageStatus("", "unknown", minutes, f"started {running.get('started_at')}; no process recorded"
-                                                   f"{so_far}")
+                                                   f"{records_so_far(folder)}")
     if where != host:
         return StageStatus("", "running elsewhere?", minutes, f"pid {pid} on {where}")
+    how_far, counted = progress(folder, running)
+    so_far = how_far + records_so_far(folder, skip=counted)
     if process_alive(pid):
         return StageStatus("", "running", minutes, f"pid {pid}, started {running.get('started_at')}{so_far}")
     return StageStatus("", "interrupted", minutes,
                        f"started {running.get('started_at')}; the same command resumes{so_far}")
+
+
+def _when(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
 
 
 def stage_folders(root: Path) -> Iterator[tuple[Path, bool]]:
@@ -122,9 +221,9 @@ def run_status(root: Path, now: datetime | None = None) -> list[StageStatus]:
     """Every stage under ``root``, in path order."""
     now = now or datetime.now(timezone.utc)
     host = socket.gethostname()
-    out = []
+    out, memo = [], {}
     for folder, linked in stage_folders(root):
-        status = stage_status(folder.resolve() if linked else folder, now, host)
+        status = stage_status(folder.resolve() if linked else folder, now, host, memo)
         if status is None:
             if not linked:
                 continue
@@ -139,10 +238,11 @@ def format_status(stages: Sequence[StageStatus], root: Path) -> str:
     if not stages:
         return f"{root}: no stage has started here"
     width = max(len(s.path) for s in stages)
-    lines = [f"{'stage':<{width}}  {'state':<20} {'minutes':>7}  counts and metrics (or the process)"]
+    lines = [f"{'stage':<{width}}  {'state':<20} {'minutes':>7}  key figures first (or the process, or the error)"]
     lines += [s.line(width) for s in stages]
     own_done = [s for s in stages if s.state == "done" and s.linked_to is None]
-    count = {state: sum(s.state == state for s in stages) for state in ("running", "interrupted", "unknown")}
+    count = {state: sum(s.state == state for s in stages) for state in ("running", "interrupted", "failed", "unknown")}
+    count["stale"] = sum(s.stale is not None for s in stages)
     lines.append(f"{len(own_done)} stages done here in {sum(s.minutes or 0.0 for s in own_done):.1f} min"
                  + "".join(f", {n} {state}" for state, n in count.items() if n))
     return "\n".join(lines)
@@ -153,10 +253,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="sweet-rl status",
-                                     description="Every stage under a run folder: done (minutes, counts), running, "
-                                                 "interrupted, or linked to another run's stage.")
+                                     description="Every stage under a run folder: done (minutes, key figures; stale "
+                                                 "when an input was made again since), running, interrupted, failed, "
+                                                 "or linked to another run's stage.")
     parser.add_argument("run_dirs", nargs="+", help="run folders (or any folder above them)")
-    parser.add_argument("--running", action="store_true", help="only stages running, interrupted or unknown")
+    parser.add_argument("--running", action="store_true", help="only stages running, interrupted, failed or unknown")
     args = parser.parse_args(argv)
     texts = []
     for name in args.run_dirs:
