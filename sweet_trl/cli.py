@@ -20,7 +20,7 @@
     sweet-rl credit-report     benchmarks/results/critic_credit.json       # its JSON as Markdown tables
     sweet-rl fair-study        --config fair_cpu                           # every arm at equal compute, test read once
     sweet-rl fair-report       benchmarks/results/fair_study_seed0.json    # its JSON as Markdown tables
-    sweet-rl status            runs/fair_cpu                               # every stage: done, running, interrupted
+    sweet-rl status            runs/fair_cpu                               # every stage: done, stale, running, failed
     sweet-rl show              runs/credit --failed [-n 3] [--task ID]     # a run's dialogues, as a person reads them
     sweet-rl configs [NAME]                                                # the shipped configs; print one
 
