@@ -6,12 +6,18 @@
     sweet-rl show runs/fair_wide                                         # several: lists them, newest first (exit 2)
     sweet-rl show runs/fair_wide/fair/start/validation/evaluate/merged-46093b --task shorten --reference --full
 
+    sweet-rl show runs/fair_cpu/fair/sweet_best/round1/rank --task is_adult   # ranked candidates: what the critic prefers
+
 Each episode: its task and episode ids, reward and success, then the dialogue in order (the task's request, each
 agent message numbered by turn, each simulated human reply), then how it was graded (tests passed and the failed
 tests' messages, or the page similarity). Long messages are wrapped and cut to ``--lines`` lines unless ``--full``.
 The privileged information (the hidden reference the simulated human and the critic see, and the test calls) is
 shown only with ``--reference``. A malformed line is reported with its number and skipped; ``-n 0`` shows every
 matching episode. Exit status: 0 shown, 1 no episode matches the filters, 2 a path with nothing to show.
+
+A ``rank`` stage folder (or its ``ranked`` dataset) shows turn states instead: the last human message, then the
+candidates from the selector's first choice down, each with its ranking score, the critic's mean log-prob and the
+baseline it is measured against (copies of one message merged and counted).
 """
 
 from __future__ import annotations
@@ -212,7 +218,72 @@ def _plural(count: Any, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
+def ranked_dataset(target: str) -> Path | None:
+    """The ranked candidates ``target`` names (a rank stage folder or its ``ranked`` dataset folder), else None."""
+    path = Path(target)
+    for folder in (path / "ranked", path):
+        if (folder / "dataset_info.json").is_file() and "ranking_scores" in (folder / "dataset_info.json").read_text():
+            return folder
+    return None
+
+
+def format_state(row: dict[str, Any], width: int, max_lines: int | None, reference: bool) -> str:
+    """One turn state: what the human last said, then its candidates from first choice down."""
+    lines = [f"=== {row['state_id']}  (task {row['task_id']}, agent turn {row['turn'] + 1})",
+             f"ranked by {row.get('ranking')}; the episode's reward {row.get('trajectory_reward')}", ""]
+    last_human = next((m for m in reversed(row["prompt"]) if m["role"] == "user"), None)
+    if last_human is not None:
+        lines.append(block("", render_dialogue([last_human], instructions=True), width, max_lines))
+    if row.get("ranking_error"):
+        return "\n".join([*lines, f"(not ranked: {row['ranking_error']})"])
+    merged: dict[str, dict[str, Any]] = {}
+    for i, text in enumerate(row["candidates"]):
+        entry = merged.setdefault(text, {"copies": 0, "index": i})
+        entry["copies"] += 1
+    order = sorted(merged.items(), key=lambda item: -_number(row["ranking_scores"], item[1]["index"]))
+    from sweet_trl.losses import RANKING_RULES
+
+    rule = RANKING_RULES.get(str(row.get("ranking")))
+    baseline = "baseline" if rule is None else rule.baseline + ("" if rule.baseline_sees_c or rule.baseline == "policy"
+                                                                 else " without c")
+    baselines = row["policy_mean_logprobs"] if baseline == "policy" else row.get("reference_mean_logprobs") or []
+    for place, (text, entry) in enumerate(order, 1):
+        i = entry["index"]
+        copies = f" x{entry['copies']}" if entry["copies"] > 1 else ""
+        lines.append(f"  #{place}{copies}  score {_number(row['ranking_scores'], i):+.3f}  (critic "
+                     f"{_number(row.get('critic_mean_logprobs') or [], i):.3f}, {baseline} "
+                     f"{_number(baselines, i):.3f}, {_plural(_number(row['candidate_num_tokens'], i, 0), 'token')})")
+        lines.append(block("", f"Agent: {text}", width, max_lines))
+    if reference:
+        lines += ["", "Reference (privileged: the critic reads it, the policy does not):",
+                  *("    " + line for line in wrapped(str(row.get("privileged")), width - 4, max_lines))]
+    return "\n".join(lines)
+
+
+def _number(values: Sequence[Any], index: int, missing: float = float("nan")) -> Any:
+    value = values[index] if index < len(values) else None
+    return missing if value is None else value
+
+
+def show_ranked(folder: Path, args: Any) -> int:
+    from sweet_trl.trainer_utils import load_rows
+
+    if args.failed or args.succeeded:
+        raise ShowError("--failed and --succeeded pick episodes; ranked turn states are picked with --task and -n")
+    rows = [row for row in load_rows(folder) if args.task is None or args.task in row["task_id"]]
+    if not rows:
+        raise ShowError(f"no turn state in {folder} has a task id containing {args.task!r}", status=1)
+    shown = rows if args.n == 0 else rows[:args.n]
+    width = args.width or max(60, min(120, shutil.get_terminal_size((100, 24)).columns))
+    print(f"{folder}: {len(rows)} ranked turn states{' matching' if args.task else ''}, showing {len(shown)}\n")
+    print("\n\n".join(format_state(row, width, None if args.full else args.lines, args.reference) for row in shown))
+    return 0
+
+
 def show(args: Any) -> int:
+    ranked = ranked_dataset(args.target)
+    if ranked is not None:
+        return show_ranked(ranked, args)
     path = resolve_file(args.target)
     records = [Trajectory(r) for r in read_records(path)]
     if not records:
@@ -246,7 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sweet-rl show",
                                      description="A run's dialogues as a person reads them: each episode's ids, "
                                                  "reward, messages in order and grading.")
-    parser.add_argument("target", help="a trajectories JSONL file, a stage folder holding one, or a run folder")
+    parser.add_argument("target", help="a trajectories JSONL file, a stage folder holding one, a run folder, or a "
+                                       "rank stage folder (its ranked candidates)")
     parser.add_argument("--task", help="only tasks whose id contains this text")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--failed", action="store_true", help="only episodes that did not succeed")

@@ -140,3 +140,37 @@ def test_paths_with_nothing_to_show_are_clear_errors(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     status, out, err = show(capsys, tmp_path / "empty")
     assert status == 2 and out == "" and "no trajectories.jsonl under" in err
+
+
+def test_a_rank_stage_shows_each_states_candidates_from_the_first_choice_down(tmp_path, capsys):
+    """What the critic prefers, read as a person would: the ranked rows the rank stage writes, best first, copies of
+    one message merged, each with the score and the two log-probs it is the difference of."""
+    pytest.importorskip("datasets")
+    from sweet_trl.turn_pairs import TurnPairsConfig, rank_candidates
+
+    texts = ["Which unit?", "Any details?", "Which unit?", "I WANT TO ANSWER: pass"]
+    critic, reference = {"Which unit?": -0.5, "Any details?": -1.5, "I WANT TO ANSWER: pass": -3.0}, -1.0
+    row = {"state_id": "ep/turn0", "episode_id": "ep", "task_id": "proc-test-seen-convert-00000000",
+           "env_id": "ColBench-Backend-v0", "turn": 0, "privileged": "def convert(x): return x * 2.54",
+           "prompt": [{"role": "system", "content": "instructions"}, {"role": "user", "content": "Write a converter."}],
+           "original": "Hi", "trajectory_reward": 0.0, "candidates": texts, "policy_mean_logprobs": [-1.0] * 4,
+           "candidate_num_tokens": [3, 3, 3, 6], "generation_errors": []}
+
+    def scorer(dialogue, candidates, privileged):
+        return [(critic[text], reference) for text in candidates]
+
+    rank = tmp_path / "rank"
+    rank_candidates([row], scorer, TurnPairsConfig(ranking="critic_advantage"), output_dir=rank / "ranked")
+    status, out, _ = show(capsys, rank, "--width", "100")
+    assert status == 0 and "1 ranked turn states, showing 1" in out
+    lines = [line.strip() for line in out.splitlines()]
+    assert lines.index("Human: Write a converter.") < lines.index(
+        "#1 x2  score +0.500  (critic -0.500, reference -1.000, 3 tokens)") < lines.index("Agent: Which unit?") < \
+        lines.index("#2  score -0.500  (critic -1.500, reference -1.000, 3 tokens)") < lines.index(
+        "#3  score -2.000  (critic -3.000, reference -1.000, 6 tokens)")
+    assert "2.54" not in out  # the reference only when asked
+    status, out, _ = show(capsys, rank / "ranked", "--reference")
+    assert status == 0 and "def convert(x): return x * 2.54" in out
+    assert show(capsys, rank, "--task", "other")[0] == 1
+    status, _, err = show(capsys, rank, "--failed")
+    assert status == 2 and "ranked turn states are picked with --task and -n" in err
