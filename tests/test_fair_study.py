@@ -247,6 +247,10 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
     block = text.split("### pooled")[0].split("on validation (each arm's last round)")[1]
     for name, entry in on_validation.items():
         assert f"| {name} | {entry['success']['difference'] * 100:+.1f} [" in block
+    # the study's own file keeps the same rows: it pairs arms on validation without its run folder
+    assert results["validation_per_task"] == validation
+    assert main(["fair-report", str(paths[1])]) == 0
+    assert "on validation (each arm's last round)" in capsys.readouterr().out
 
 
 def test_a_plan_says_where_each_arm_would_run_and_touches_nothing(tiny_fair):

@@ -140,10 +140,23 @@ def fair_results(study: Any) -> dict[str, Any]:
         # per task, so that seeds can be pooled task by task (`sweet-rl fair-report --pooled`)
         "test_per_task": {arm: [{key: row[key] for key in PER_TASK_KEYS} for row in rows]
                           for arm, rows in tested.items()},
+        # each arm's last round on validation, per task: the file alone pairs arms (and runs) there, where settings
+        # are chosen, even after the run folder's stages were made again with other settings
+        "validation_per_task": _validation_rows(study),
         "comparisons": comparisons,
         "aim": aim_verdict(comparisons),
         "failed": dict(study.failed),
     }
+
+
+def _validation_rows(study: Any) -> dict[str, list[dict[str, Any]]]:
+    rows = {}
+    for arm, entries in study.validation.items():
+        try:
+            rows.update(validation_rows({"protocol": {"validation_by_round": {arm: entries}}}, study.run_dir))
+        except ValueError:  # an evaluation read back from a marker whose folder is gone: left out, not guessed
+            continue
+    return rows
 
 
 def format_table(results: Mapping[str, Any]) -> str:
@@ -363,6 +376,7 @@ def joined_results(files: Mapping[str, Mapping[str, Any]], samples: int = 10_000
         "protocol": {key: union("protocol", key) for key in protocol_keys},
         "arms": arms, "compute": compute,
         "test": union("test"), "test_per_task": union("test_per_task"),
+        "validation_per_task": union("validation_per_task"),
         "comparisons": comparisons, "aim": aim_verdict(comparisons), "failed": union("failed"),
     }
 
@@ -448,7 +462,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not results.get("test_per_task"):
                 ledger = test_rows_from_ledger(args.runs[index])
                 results = {**results, "test_per_task": {arm: ledger[arm] for arm in results.get("test", {})}}
-            results = {**results, "validation_per_task": validation_rows(results, args.runs[index])}
+            if not results.get("validation_per_task"):  # a file written before it kept them
+                results = {**results, "validation_per_task": validation_rows(results, args.runs[index])}
+        if results.get("validation_per_task"):
             text += "\n\n" + comparisons_table(validation_comparisons(results["validation_per_task"]),
                                                 "on validation (each arm's last round)")
         files[path] = results
@@ -483,7 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pooled.append(aim_lines({seed: aim_verdict(pooled_comparisons(part)["comparisons"] if len(part) > 1
                                                    else next(iter(part.values())).get("comparisons", {}))
                                  for seed, part in by_seed.items()}))
-        if args.runs:
+        if all(results.get("validation_per_task") for results in files.values()):
             pooled.append(pooled_table(pooled_comparisons(files, per_task_key="validation_per_task"),
                                        "validation (each arm's last round)"))
         texts.append("### pooled\n\n" + "\n\n".join(pooled))
