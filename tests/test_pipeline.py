@@ -22,6 +22,7 @@ pytest.importorskip("trl")
 
 from sweet_trl import pipeline
 from sweet_trl.pipeline import MARKER, Stage, StageError, StageResult, run_stage
+from sweet_trl.pipeline.runner import StageContext
 from sweet_trl.pipeline_config import RunArguments
 
 STAGE_ORDER = ["collect", "critic_pairs", "train_critic", "sample_candidates", "rank", "policy_pairs",
@@ -529,6 +530,11 @@ def test_status_lines_lead_with_key_figures_and_tell_how_far_a_running_stage_got
     header = json.dumps({"format": 1, "resume_of": {}})  # the resumable file's first line: no row
     folder("rank", {"_RUNNING.json": {**running, "stage": "rank", "dir": "rank"},
                     "ranked.partial.jsonl": header + "\n" + "{}\n" * 32, "trajectory_advantages.jsonl": "{}\n"})
+    folder("collect", {"_RUNNING.json": {**running, "stage": "collect", "dir": "collect"},
+                       "trajectories.jsonl": "{}\n" * 96})
+    # what the stages say they have to do, as they say it
+    StageContext("rank", tmp_path / "rank", None, {}).expect(64, "turn states", "ranked.partial.jsonl", header_lines=1)
+    StageContext("collect", tmp_path / "collect", None, {}).expect(160, "episodes", "trajectories.jsonl")
     folder("train_critic", {"_RUNNING.json": {**running, "stage": "train_critic", "dir": "train_critic"},
                             "model/checkpoint-10/trainer_state.json": {"global_step": 10, "max_steps": 30},
                             "model/checkpoint-20/trainer_state.json": {"global_step": 20, "max_steps": 30}})
@@ -541,7 +547,8 @@ def test_status_lines_lead_with_key_figures_and_tell_how_far_a_running_stage_got
     assert stages["rank"].summary.endswith("; 32/64 turn states in ranked.partial.jsonl; "
                                            "1 lines in trajectory_advantages.jsonl")
     assert stages["train_critic"].summary.endswith("; step 20/30 at its last checkpoint")
-    assert len(format_status(list(stages.values()), tmp_path).splitlines()) == 1 + 4 + 1  # one line per stage
+    assert stages["collect"].summary.endswith("; 96/160 episodes in trajectories.jsonl")
+    assert len(format_status(list(stages.values()), tmp_path).splitlines()) == 1 + 5 + 1  # one line per stage
 
 
 def test_stage_claiming_an_output_it_did_not_write_fails(tmp_path):

@@ -53,6 +53,9 @@ RUNNING = "_RUNNING.json"
 # A stage that raised (not an interrupt): the error's first line and when, so that `sweet-rl status` says
 # "failed: ..." rather than "interrupted" (the same command would fail the same way). Its next run clears it.
 FAILED = "_FAILED.json"
+# What a running stage has to do: so many rows (episodes, turn states) of a file it appends one line to per row;
+# `sweet-rl status` counts the lines so far against it.
+EXPECTED = "_EXPECTED.json"
 # The stages that train: the only ones that may run under ``accelerate launch``.
 TRAINING_STAGES = ("warm_start", "train_critic", "train_policy", "train_policy_best", "baseline_rft", "baseline_mtdpo")
 # Options that change where, how fast or how loudly a stage runs, not what it computes.
@@ -121,6 +124,12 @@ class StageContext:
     def log(self, message: str) -> None:
         elapsed = time.perf_counter() - self.started
         print(f"[{self.stage}] {message} ({elapsed:.0f}s)", file=self.stream or sys.stdout, flush=True)
+
+    def expect(self, total: int, unit: str, file: str, header_lines: int = 0) -> None:
+        """Say how much there is to do: ``total`` rows of ``unit`` (``"episodes"``), each a line of ``file`` in the
+        stage's folder (after ``header_lines``); ``sweet-rl status`` shows how many are written."""
+        write_json_atomic(self.dir / EXPECTED, {"total": total, "unit": unit, "file": file,
+                                                "header_lines": header_lines})
 
     def input_path(self, stage: str, output: str) -> Path:
         """A file written by an upstream stage (as named in its marker's ``outputs``)."""

@@ -106,6 +106,7 @@ def stage_collect(ctx: StageContext, gen: GenerationArguments, args: CollectArgu
         tasks = load_tasks(ctx.run, "train")
         ctx.log(f"{len(tasks)} tasks x {args.episodes_per_task} episodes with {ctx.run.policy_model} "
                 f"({gen.backend}, {gen.max_new_tokens} new tokens per turn)")
+        ctx.expect(len(tasks) * args.episodes_per_task, "episodes", out.name)
         backend = models.make_backend(gen, ctx.run.policy_model, name=ctx.run.policy_model, run=ctx.run)
         result = collect(
             backend, env_id=ctx.run.env_id, tasks=tasks, episodes_per_task=args.episodes_per_task,
@@ -176,6 +177,7 @@ def stage_sample_candidates(ctx: StageContext, gen: GenerationArguments, args: C
     )
     states = select_turn_states(ctx.input_path("collect", "trajectories"), config, output_dir=ctx.dir / "states")
     ctx.log(f"{len(states)} turn states; sampling {args.num_candidates} candidates each")
+    ctx.expect(len(states), "turn states", "candidates.partial.jsonl", header_lines=1)  # turn_pairs' resumable file
     backend = models.make_backend(gen, ctx.run.policy_model, name=ctx.run.policy_model, run=ctx.run)
     rows = sample_candidates(ctx.dir / "states", ProgressBackend(backend, ctx, len(states), "turn states"), config,
                              output_dir=ctx.dir / "candidates")
@@ -197,6 +199,7 @@ def stage_rank(ctx: StageContext, args: RankArguments) -> StageResult:
 
     candidates = ctx.input_path("sample_candidates", "candidates")
     total = ctx.inputs["sample_candidates"]["counts"]["turn_states"]
+    ctx.expect(total, "turn states", "ranked.partial.jsonl", header_lines=1)
     critic, scorer, ranking = _selector(ctx, args, candidates)
     config = _turn_pairs_config(ctx.run, ranking=ranking, scoring_batch_size=args.scoring_batch_size)
     ranked = rank_candidates(candidates, _progress_scorer(scorer, ctx, total), config, output_dir=ctx.dir / "ranked")
@@ -366,6 +369,7 @@ def stage_evaluate(ctx: StageContext, gen: GenerationArguments, args: EvaluateAr
     tasks = load_tasks(ctx.run, "eval")
     base = f" on {args.policy_base}" if args.policy_base else ""
     ctx.log(f"policy {name} ({model}{base}): {len(tasks)} tasks x {args.eval_episodes_per_task} episodes")
+    ctx.expect(len(tasks) * args.eval_episodes_per_task, "episodes", "trajectories.jsonl")
     backend = models.make_backend(gen, model, name=name, workdir=ctx.dir, run=ctx.run, base=args.policy_base)
     result = evaluate(
         backend, tasks=tasks, env_id=ctx.run.env_id, episodes_per_task=args.eval_episodes_per_task,

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sweet_trl.pipeline.runner import FAILED, MARKER, RUNNING
+from sweet_trl.pipeline.runner import EXPECTED, FAILED, MARKER, RUNNING
 
 
 def process_alive(pid: int) -> bool:
@@ -105,11 +105,6 @@ def records_so_far(folder: Path, skip: Sequence[str] = ()) -> str:
     return "; " + ", ".join(counts) if counts else ""
 
 
-# A running stage's resumable output whose total an input stage's marker counts: (file, input, count). Its first
-# line names the work it resumes (turn_pairs._resumable_map), each other line is one row done.
-PROGRESS_OF = {"rank": ("ranked.partial.jsonl", "sample_candidates", "turn_states")}
-
-
 def progress(folder: Path, running: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
     """How far a running stage got, as far as its files tell cheaply (``""`` when they do not): a trainer's last
     checkpoint ``step N/M``, or rows done of a total an input counts; and the files read for it."""
@@ -119,17 +114,13 @@ def progress(folder: Path, running: Mapping[str, Any]) -> tuple[str, tuple[str, 
     if steps:
         step, total = max(steps, key=lambda s: s[0])
         return f"; step {step}/{total} at its last checkpoint" if total else f"; step {step} at its last checkpoint", ()
-    stage = running.get("stage") or folder.name
-    if stage not in PROGRESS_OF:
+    expected = _read(folder / EXPECTED)  # what the stage said it has to do (StageContext.expect)
+    if not isinstance(expected, dict) or not isinstance(expected.get("total"), int):
         return "", ()
-    name, upstream, count = PROGRESS_OF[stage]
-    run_dir = _run_dir(folder, running.get("dir") or stage)
-    total = ((_read(run_dir / upstream / MARKER) or {}).get("counts") or {}).get(count) if run_dir else None
+    name = str(expected.get("file"))
     lines = _lines(folder / name)
-    if lines is None:
-        return "", ()
-    done = max(lines - 1, 0)
-    return f"; {done}/{total if total is not None else '?'} {count.replace('_', ' ')} in {name}", (name,)
+    done = max((lines or 0) - int(expected.get("header_lines") or 0), 0)
+    return f"; {done}/{expected['total']} {expected.get('unit')} in {name}", (name,)
 
 
 def _run_dir(folder: Path, relative: Any) -> Path | None:
