@@ -69,7 +69,10 @@ def run_dir(tmp_path) -> Path:
         _marker(run, folder, "evaluate", 20.0, {"episodes": 2},
                 {"success_rate": reward / 2, "mean_reward": reward, "answered_rate": 1.0, "mean_turns": 2.5},
                 {"trajectories": "trajectories.jsonl", "renders": "renders/index.jsonl"}, {"policy": policy})
-        _jsonl(run / folder / "trajectories.jsonl", [{"reward": reward}, {"reward": reward / 2}])
+        _jsonl(run / folder / "trajectories.jsonl", [
+            {"episode_id": f"{policy}/0", "task_id": "t", "reward": reward, "success": False,
+             "dialogue_history": [*DIALOGUE[:2], {"role": "assistant", "content": f"Asked by {policy}?"}]},
+            {"episode_id": f"{policy}/1", "task_id": "t", "reward": reward / 2, "success": False}])
         (run / folder / "renders").mkdir()
         _png(run / folder / "renders" / "00-agent.png", (200, 30, 30))
         _png(run / folder / "renders" / "00-target.png", (30, 30, 200))
@@ -85,7 +88,7 @@ def test_report_holds_every_section_and_is_self_contained(run_dir):
     path = build_report(run_dir)
     assert path == run_dir / "report.html"
     html = path.read_text()
-    for section in ("results", "stages", "rewards", "training", "trajectories", "renders", "config"):
+    for section in ("results", "stages", "rewards", "training", "trajectories", "episodes", "renders", "config"):
         assert f"id='{section}'" in html, section
     figures = set(re.findall(r'data-figure="([^"]+)"', html))
     assert figures == {"evaluation", "stage-timings", "stage-counts", "rewards", "training-train_critic",
@@ -102,7 +105,14 @@ def test_report_holds_every_section_and_is_self_contained(run_dir):
     shaded = re.findall(r"class='turn agent' style='background:rgba\(([\d,]+),([\d.]+)\)' data-advantage='([^']+)'",
                         html)
     assert [(rgb, float(adv)) for rgb, _, adv in shaded] == [("26,127,55", 0.2), ("207,34,46", -0.1)]
-    assert html.count("class='turn agent'>") == 1
+    credit = html.split("id='trajectories'")[1].split("</section>")[0]
+    assert credit.count("class='turn agent'>") == 1
+    # what each evaluated policy said, under its name
+    episodes = html.split("id='episodes'")[1].split("</section>")[0]
+    by_policy = {block.split("</h3>")[0]: block for block in episodes.split("<h3>")[1:]}
+    assert set(by_policy) == {"zero_shot", "sweet"}
+    assert all(f"Asked by {policy}?" in block and block.count("class='trajectory'") == 2
+               for policy, block in by_policy.items())
 
 
 def test_report_of_an_empty_or_partial_run(tmp_path, run_dir):

@@ -113,6 +113,7 @@ def render_report(data: RunData, examples: int = 6) -> str:
         _rewards_section(data),
         _training_section(data),
         _trajectories_section(data, examples),
+        _episodes_section(data, examples),
         _renders_section(data, examples),
         _config_section(data),
     ]
@@ -299,6 +300,23 @@ def _trajectories_section(data: RunData, examples: int) -> str:
         f"<span>(|advantage| up to {scale:.3g})</span></div>"
         + "".join(blocks) + "</section>"
     )
+
+
+def _episodes_section(data: RunData, examples: int) -> str:
+    """What each evaluated policy said: a few of its episodes, successes and failures alike, in the order run."""
+    blocks = []
+    for name, marker in data.evaluations().items():
+        rows = list(iter_jsonl(data.output(marker, "trajectories")))
+        succeeded = [r for r in rows if Trajectory(r).succeeded()]
+        failed = [r for r in rows if not Trajectory(r).succeeded()]
+        picked = succeeded[:examples // 2] + failed[:examples - min(len(succeeded), examples // 2)]
+        if picked:
+            blocks.append(f"<h3>{esc(name)}</h3>" + "".join(_trajectory_html(row, 0.0) for row in picked[:examples]))
+    if not blocks:
+        return ""
+    return ("<section id='episodes'><h2>Episodes of the evaluations</h2>"
+            f"<p>Up to {examples} episodes of each evaluated policy, half of them successes where it has any "
+            "(<code>sweet-rl show</code> prints any of them in a terminal).</p>" + "".join(blocks) + "</section>")
 
 
 def _trajectory_html(row: Mapping[str, Any], scale: float) -> str:
