@@ -74,14 +74,23 @@ def test_a_commands_own_options_without_their_prefix_are_refused_not_dropped(tmp
     stage and the study ran with its default. Each command's help writes its own options with their prefix."""
     monkeypatch.chdir(tmp_path)  # the shipped configs' run folders are relative: nothing may be made there
     path = _config(tmp_path, f"run_dir: {tmp_path / 'run'}\n")
-    with pytest.raises(ConfigError, match=r"no stage reads --baselines \(did you mean --pipeline.baselines\?\)"):
+    with pytest.raises(ConfigError, match=r"reads --baselines \(did you mean --pipeline.baselines\?\)"):
         pipeline.run_pipeline(path, ["--baselines", "rft"])
+    # another command's option is named as that command's, and its prefixed spelling is refused here too
+    with pytest.raises(ConfigError, match=r"--rounds \(an option of sweet-rl study, --study.rounds; an option of "
+                                          r"sweet-rl fair-study, --fair.rounds\)"):
+        pipeline.run_pipeline(path, ["--rounds", "3"])
+    with pytest.raises(ConfigError, match=r"sweet-rl pipeline reads no --fair.\* options \(--fair.\* are "
+                                          r"sweet-rl fair-study's\)"):
+        pipeline.run_pipeline(path, ["--fair.rounds", "3"])
     # a plan runs nothing, so a check that let the option through fails here instead of starting the study
     assert cli.main(["fair-study", "--config", "fair_cpu", "--rounds", "3", "--max_new_tokens", "32",
                      "--fair.plan", "true"]) == 2
-    assert "no stage reads --rounds (did you mean --fair.rounds?)" in capsys.readouterr().err
+    assert "reads --rounds (did you mean --fair.rounds?)" in capsys.readouterr().err
     with pytest.raises(ConfigError, match=r"\(did you mean --study.methods\?\)"):
         Study("study_cpu", ["--methods", "sweet"])
+    with pytest.raises(ConfigError, match=r"sweet-rl study reads no --fair.\* options"):
+        Study("study_cpu", ["--fair.read_test", "false"])
     assert cli.main(["credit", "--config", "study_cpu", "--continuations", "3"]) == 2
     assert "are written --credit.continuations" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.yaml"]

@@ -7,7 +7,7 @@ import functools
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -228,23 +228,36 @@ def _check_keys(config: dict[str, Any], shared_cli: Sequence[str] = (), everythi
     return known
 
 
-def refuse_unread_options(shared_cli: Sequence[str], known: dict[str, frozenset[str]], readers: Sequence[str],
-                          command: str, own_section: str) -> None:
-    """An unprefixed option goes to the stages that take it; one that only a section takes (``--rounds``, meant as
-    ``--fair.rounds``) would reach none and be dropped without a word: refused, with the spelling that is read."""
+# The command that reads each section of its own options (the stages' sections are read by every command)
+SECTION_COMMANDS = {STUDY_SECTION: "sweet-rl study", FAIR_SECTION: "sweet-rl fair-study",
+                    PIPELINE_SECTION: "sweet-rl pipeline", "report": "sweet-rl pipeline and sweet-rl report",
+                    "credit": "sweet-rl credit"}
+
+
+def refuse_unread_options(shared_cli: Sequence[str], per_section: Mapping[str, Sequence[str]],
+                          known: dict[str, frozenset[str]], readers: Sequence[str], command: str,
+                          own_section: str | None) -> None:
+    """Options this command would drop without a word, refused with the spelling that is read: an unprefixed one
+    that only a section takes (``--rounds``, meant as ``--fair.rounds``: unprefixed options go to the stages), and
+    one prefixed with a section another command reads (``--fair.read_test`` given to ``sweet-rl study``)."""
+    elsewhere = sorted(name for name in per_section if name not in readers)
+    if elsewhere:
+        whose = "; ".join(f"--{name}.* are {SECTION_COMMANDS.get(name, name)}'s" for name in elsewhere)
+        raise ConfigError(f"{command} reads no {', '.join(f'--{name}.*' for name in elsewhere)} options ({whose})")
     read = set().union(*(known[name] for name in readers))
     unread = sorted(cli_keys(shared_cli) - read)
     if not unread:
         return
 
     def meant(key: str) -> str:
-        sections = [own_section] if key in known[own_section] else [
-            name for name in SECTIONS if name not in readers and key in known.get(name, ())]
-        return " or ".join(f"--{section}.{key}" for section in sections)
+        if own_section is not None and key in known.get(own_section, ()):
+            return f"did you mean --{own_section}.{key}?"
+        owners = [name for name in SECTIONS if name not in readers and key in known.get(name, ())]
+        return "; ".join(f"an option of {SECTION_COMMANDS.get(name, name)}, --{name}.{key}" for name in owners)
 
-    hints = ", ".join(f"--{key} (did you mean {meant(key)}?)" for key in unread)
-    raise ConfigError(f"no stage reads {hints}: options without a prefix go to the stages, {command}'s own are "
-                      f"written --{own_section}.<option>")
+    hints = ", ".join(f"--{key} ({meant(key)})" for key in unread)
+    raise ConfigError(f"no stage of {command} reads {hints}: options without a prefix go to the stages"
+                      + (f", its own are written --{own_section}.<option>" if own_section else ""))
 
 
 def setup_logging() -> None:
@@ -383,7 +396,8 @@ def run_pipeline(config_path: str | os.PathLike | None, cli_args: Sequence[str] 
     if unknown_sections:
         raise ConfigError(f"unknown stages in overrides: {unknown_sections} (stages: {list(SECTIONS)})")
     known = _check_keys(config, shared, everything=True)
-    refuse_unread_options(shared, known, [*STAGES, "report"], "sweet-rl pipeline", PIPELINE_SECTION)
+    refuse_unread_options(shared, {k: v for k, v in per_section.items() if k != PIPELINE_SECTION}, known,
+                          [*STAGES, "report"], "sweet-rl pipeline", PIPELINE_SECTION)
     try:
         parser = make_parser([PipelineArguments], prog="sweet-rl pipeline")
         parser.set_defaults_with_config(**(config.get(PIPELINE_SECTION) or {}))

@@ -85,7 +85,10 @@ class Study:
     def parse_arguments(section: Any, cli_args: Sequence[str]) -> Any:
         return parse_study_arguments(section, cli_args)
 
-    def __init__(self, config_path: str | os.PathLike, cli_args: Sequence[str] = (), stream: Any = None):
+    def __init__(self, config_path: str | os.PathLike, cli_args: Sequence[str] = (), stream: Any = None,
+                 command: str | None = None):
+        """``command``: the command that runs this study's stages, as errors name it (``credit`` measures with
+        one); by default the study's own."""
         from sweet_trl.pipeline import SECTIONS, STAGES, _check_keys
         from sweet_trl.pipeline.commands import refuse_unread_options
 
@@ -99,8 +102,9 @@ class Study:
             raise ConfigError(f"unknown stages in overrides: {unknown} (stages: {list(SECTIONS)})")
         self.shared, self.per_section = shared, per_section
         self.known = _check_keys(self.config, shared, everything=True)
-        # the study's own report is drawn with the report's defaults: only the stages read unprefixed options
-        refuse_unread_options(shared, self.known, list(STAGES), f"sweet-rl {self.command}", self.section)
+        # the study's own report is drawn with the report's defaults: only the stages read options
+        refuse_unread_options(shared, per_section, self.known, list(STAGES), f"sweet-rl {command or self.command}",
+                              None if command else self.section)
         self.run_dir = Path(self.stage_options("collect", [])[0].run_dir)
         self.markers: dict[str, dict[str, Any]] = {}
         self.failed: dict[str, str] = {}  # method -> why it could not be trained or evaluated

@@ -64,7 +64,7 @@ def run_credit(config_path: Any, cli_args: Sequence[str] = (), stream: Any = Non
     if meant:
         raise ConfigError(f"no stage reads {', '.join('--' + key for key in meant)}: the measurement's own options "
                           f"are written {', '.join('--credit.' + key for key in meant)}")
-    study = Study(config_path, rest, stream=stream or sys.stdout)
+    study = Study(config_path, rest, stream=stream or sys.stdout, command="credit")
     return Credit(study, args, command=["sweet-rl", "credit", "--config", display_name(config_path), *cli_args]).run()
 
 
