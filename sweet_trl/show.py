@@ -23,6 +23,7 @@ baseline it is measured against (copies of one message merged and counted).
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -35,6 +36,7 @@ from colbench_gym.envs.dialogue import render_dialogue
 from sweet_trl.trajectories import Trajectory, dedupe_latest, normalize_records
 
 FILE_NAME = "trajectories.jsonl"  # what collect and evaluate write in their stage folders
+CRITIC_SELECTORS = ("critic", "untrained_critic")  # the rank stage's selectors whose scores are log-prob differences
 MAX_REPORTED = 5  # malformed lines named one by one; the rest are counted
 
 
@@ -227,32 +229,46 @@ def ranked_dataset(target: str) -> Path | None:
     return None
 
 
-def format_state(row: dict[str, Any], width: int, max_lines: int | None, reference: bool) -> str:
-    """One turn state: what the human last said, then its candidates from first choice down."""
+def format_state(row: dict[str, Any], width: int, max_lines: int | None, reference: bool,
+                 selector: str = "critic") -> str:
+    """One turn state: what the human last said, then its candidates from first choice down (unscored ones last).
+    ``selector``: the rank stage's; a critic's score is shown with the two log-probs it is the difference of, another
+    selector's (random, the hidden tests) as its score alone."""
+    from sweet_trl.losses import RANKING_RULES
+
+    by = row.get("ranking") if selector in CRITIC_SELECTORS else f"the {selector} selector"
     lines = [f"=== {row['state_id']}  (task {row['task_id']}, agent turn {row['turn'] + 1})",
-             f"ranked by {row.get('ranking')}; the episode's reward {row.get('trajectory_reward')}", ""]
+             f"ranked by {by}; the episode's reward {row.get('trajectory_reward')}", ""]
     last_human = next((m for m in reversed(row["prompt"]) if m["role"] == "user"), None)
     if last_human is not None:
         lines.append(block("", render_dialogue([last_human], instructions=True), width, max_lines))
     if row.get("ranking_error"):
         return "\n".join([*lines, f"(not ranked: {row['ranking_error']})"])
-    merged: dict[str, dict[str, Any]] = {}
-    for i, text in enumerate(row["candidates"]):
-        entry = merged.setdefault(text, {"copies": 0, "index": i})
-        entry["copies"] += 1
-    order = sorted(merged.items(), key=lambda item: -_number(row["ranking_scores"], item[1]["index"]))
-    from sweet_trl.losses import RANKING_RULES
+    def score(index: int) -> float:
+        return float(_number(row["ranking_scores"], index))
 
+    def rank_key(index: int) -> tuple[bool, float]:  # unscored (nan) last, then by score
+        return not math.isfinite(score(index)), -score(index)
+
+    # each distinct message at its best-scored copy (a critic scores copies alike, a random selector does not)
+    merged: dict[str, int] = {}
+    copies: dict[str, int] = {}
+    for i, text in enumerate(row["candidates"]):
+        if text not in merged or rank_key(i) < rank_key(merged[text]):
+            merged[text] = i
+        copies[text] = copies.get(text, 0) + 1
+    order = sorted(merged, key=lambda text: rank_key(merged[text]))
     rule = RANKING_RULES.get(str(row.get("ranking")))
     baseline = "baseline" if rule is None else rule.baseline + ("" if rule.baseline_sees_c or rule.baseline == "policy"
                                                                  else " without c")
     baselines = row["policy_mean_logprobs"] if baseline == "policy" else row.get("reference_mean_logprobs") or []
-    for place, (text, entry) in enumerate(order, 1):
-        i = entry["index"]
-        copies = f" x{entry['copies']}" if entry["copies"] > 1 else ""
-        lines.append(f"  #{place}{copies}  score {_number(row['ranking_scores'], i):+.3f}  (critic "
-                     f"{_number(row.get('critic_mean_logprobs') or [], i):.3f}, {baseline} "
-                     f"{_number(baselines, i):.3f}, {_plural(_number(row['candidate_num_tokens'], i, 0), 'token')})")
+    for place, text in enumerate(order, 1):
+        i = merged[text]
+        tokens = _plural(_number(row["candidate_num_tokens"], i, 0), "token")
+        detail = (f"critic {_number(row.get('critic_mean_logprobs') or [], i):.3f}, {baseline} "
+                  f"{_number(baselines, i):.3f}, {tokens}" if selector in CRITIC_SELECTORS else tokens)
+        lines.append(f"  #{place}{f' x{copies[text]}' if copies[text] > 1 else ''}  score {score(i):+.3f}  "
+                     f"({detail})")
         lines.append(block("", f"Agent: {text}", width, max_lines))
     if reference:
         lines += ["", "Reference (privileged: the critic reads it, the policy does not):",
@@ -270,13 +286,18 @@ def show_ranked(folder: Path, args: Any) -> int:
 
     if args.failed or args.succeeded:
         raise ShowError("--failed and --succeeded pick episodes; ranked turn states are picked with --task and -n")
+    marker = folder.parent / "_COMPLETE.json"  # the rank stage's: which selector ranked (rows name the rule only)
+    selector = "critic"
+    if marker.is_file():
+        selector = str((json.loads(marker.read_text(encoding="utf-8")).get("info") or {}).get("selector", "critic"))
     rows = [row for row in load_rows(folder) if args.task is None or args.task in row["task_id"]]
     if not rows:
         raise ShowError(f"no turn state in {folder} has a task id containing {args.task!r}", status=1)
     shown = rows if args.n == 0 else rows[:args.n]
     width = args.width or max(60, min(120, shutil.get_terminal_size((100, 24)).columns))
     print(f"{folder}: {len(rows)} ranked turn states{' matching' if args.task else ''}, showing {len(shown)}\n")
-    print("\n\n".join(format_state(row, width, None if args.full else args.lines, args.reference) for row in shown))
+    print("\n\n".join(format_state(row, width, None if args.full else args.lines, args.reference, selector)
+                      for row in shown))
     return 0
 
 

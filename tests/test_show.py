@@ -174,3 +174,20 @@ def test_a_rank_stage_shows_each_states_candidates_from_the_first_choice_down(tm
     assert show(capsys, rank, "--task", "other")[0] == 1
     status, _, err = show(capsys, rank, "--failed")
     assert status == 2 and "ranked turn states are picked with --task and -n" in err
+
+    # a candidate the critic could not score (nan) comes last, not wherever the sort leaves it
+    critic["Any details?"] = float("nan")
+    rank_candidates([row], scorer, TurnPairsConfig(ranking="critic_advantage"), output_dir=tmp_path / "nan" / "ranked")
+    out = show(capsys, tmp_path / "nan", "--width", "100")[1]
+    order = [line.strip() for line in out.splitlines() if line.strip().startswith(("#", "Agent:"))]
+    assert order[1::2] == ["Agent: Which unit?", "Agent: I WANT TO ANSWER: pass", "Agent: Any details?"]
+    assert order[4].startswith("#3  score +nan")
+
+    # another selector's rows (random, the hidden tests) name it, and show its score alone: no critic log-probs
+    from sweet_trl.selectors import random_scorer
+
+    rank_candidates([row], random_scorer(0), TurnPairsConfig(ranking="critic_advantage"),
+                    output_dir=tmp_path / "random" / "ranked")
+    (tmp_path / "random" / "_COMPLETE.json").write_text(json.dumps({"info": {"selector": "random"}}))
+    out = show(capsys, tmp_path / "random", "--width", "100")[1]
+    assert "ranked by the random selector" in out and "critic " not in out and "(3 tokens)" in out
