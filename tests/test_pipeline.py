@@ -460,6 +460,14 @@ def test_status_shows_a_stage_whose_input_was_made_again_since_as_stale(tmp_path
     (tmp_path / "run" / "second" / MARKER).unlink()  # cleared, running again
     assert run_status(tmp_path / "run")[-1].stale == "second not complete"
 
+    # a stage linked into another run (a study round reading the start's critic) has its inputs where it lives
+    run_stage(second, (run, ToyArgs(1)), stream=io.StringIO())
+    (tmp_path / "round2").mkdir()
+    (tmp_path / "round2" / "second").symlink_to("../run/second", target_is_directory=True)
+    run_stage(third, (RunArguments(run_dir=str(tmp_path / "round2")), ToyArgs(1)), stream=io.StringIO())
+    assert {s.path: s.stale for s in run_status(tmp_path / "round2")} == {"second": None, "third": None}
+    assert [s.stale for s in run_status(tmp_path / "round2" / "third")] == [None]  # the stage alone, too
+
 
 def test_a_stage_that_raises_is_recorded_as_failed_until_a_later_run_succeeds(tmp_path, capsys):
     from dataclasses import dataclass
@@ -535,6 +543,9 @@ def test_status_lines_lead_with_key_figures_and_tell_how_far_a_running_stage_got
     # what the stages say they have to do, as they say it
     StageContext("rank", tmp_path / "rank", None, {}).expect(64, "turn states", "ranked.partial.jsonl", header_lines=1)
     StageContext("collect", tmp_path / "collect", None, {}).expect(160, "episodes", "trajectories.jsonl")
+    # an evaluation that retried 5 episodes whose infrastructure failed: a line each more, never past the total
+    folder("evaluate/retried", {"_RUNNING.json": running, "trajectories.jsonl": "{}\n" * 165})
+    StageContext("evaluate", tmp_path / "evaluate/retried", None, {}).expect(160, "episodes", "trajectories.jsonl")
     folder("train_critic", {"_RUNNING.json": {**running, "stage": "train_critic", "dir": "train_critic"},
                             "model/checkpoint-10/trainer_state.json": {"global_step": 10, "max_steps": 30},
                             "model/checkpoint-20/trainer_state.json": {"global_step": 20, "max_steps": 30}})
@@ -548,7 +559,8 @@ def test_status_lines_lead_with_key_figures_and_tell_how_far_a_running_stage_got
                                            "1 lines in trajectory_advantages.jsonl")
     assert stages["train_critic"].summary.endswith("; step 20/30 at its last checkpoint")
     assert stages["collect"].summary.endswith("; 96/160 episodes in trajectories.jsonl")
-    assert len(format_status(list(stages.values()), tmp_path).splitlines()) == 1 + 5 + 1  # one line per stage
+    assert stages["evaluate/retried"].summary.endswith("; 160/160 episodes in trajectories.jsonl")
+    assert len(format_status(list(stages.values()), tmp_path).splitlines()) == 1 + 6 + 1  # one line per stage
 
 
 def test_stage_claiming_an_output_it_did_not_write_fails(tmp_path):

@@ -498,11 +498,9 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         stage_dir.mkdir(parents=True, exist_ok=True)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if main:
-        # the process and machine, so that `sweet-rl status` tells a running stage from an interrupted one; the
-        # stage and its folder in the run, so that it finds the inputs that say how much there is to do
+        # the process and machine, so that `sweet-rl status` tells a running stage from an interrupted one
         write_json_atomic(stage_dir / RUNNING, {"fingerprint": digest, "started_at": started_at,
-                                                "pid": os.getpid(), "host": socket.gethostname(),
-                                                "stage": stage.name, "dir": folder})
+                                                "pid": os.getpid(), "host": socket.gethostname()})
         (stage_dir / FAILED).unlink(missing_ok=True)  # an earlier attempt's failure: this attempt tells its own
     _barrier()
 

@@ -105,9 +105,10 @@ def records_so_far(folder: Path, skip: Sequence[str] = ()) -> str:
     return "; " + ", ".join(counts) if counts else ""
 
 
-def progress(folder: Path, running: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+def progress(folder: Path) -> tuple[str, tuple[str, ...]]:
     """How far a running stage got, as far as its files tell cheaply (``""`` when they do not): a trainer's last
-    checkpoint ``step N/M``, or rows done of a total an input counts; and the files read for it."""
+    checkpoint ``step N/M``, or the rows written of those the stage said it has to do (``_EXPECTED.json``); and the
+    files read for it."""
     states = [_read(path) or {} for path in [*folder.glob("checkpoint-*/trainer_state.json"),
                                              *folder.glob("*/checkpoint-*/trainer_state.json")]]
     steps = [(s.get("global_step"), s.get("max_steps")) for s in states if isinstance(s.get("global_step"), int)]
@@ -119,7 +120,8 @@ def progress(folder: Path, running: Mapping[str, Any]) -> tuple[str, tuple[str, 
         return "", ()
     name = str(expected.get("file"))
     lines = _lines(folder / name)
-    done = max((lines or 0) - int(expected.get("header_lines") or 0), 0)
+    # a retried row (an episode whose infrastructure failed) is a line more: never past the total
+    done = min(max((lines or 0) - int(expected.get("header_lines") or 0), 0), expected["total"])
     return f"; {done}/{expected['total']} {expected.get('unit')} in {name}", (name,)
 
 
@@ -136,7 +138,8 @@ def stale_reason(folder: Path, marker: Mapping[str, Any], memo: dict[Path, str |
     fingerprint, or with ``input_runs`` recorded another run), not complete now, or itself stale. From the markers
     alone; ``memo`` keeps each folder's answer across a run's stages."""
     memo = {} if memo is None else memo
-    key = folder.resolve()
+    # a linked stage (a round's link to the start's critic) has its inputs beside the folder it links to
+    folder = key = folder.resolve()
     if key in memo:
         return memo[key]
     memo[key] = None  # a cycle (not made by the runner) reads as fresh rather than looping
@@ -178,7 +181,7 @@ def stage_status(folder: Path, now: datetime, host: str,
                                                    f"{records_so_far(folder)}")
     if where != host:
         return StageStatus("", "running elsewhere?", minutes, f"pid {pid} on {where}")
-    how_far, counted = progress(folder, running)
+    how_far, counted = progress(folder)
     so_far = how_far + records_so_far(folder, skip=counted)
     if process_alive(pid):
         return StageStatus("", "running", minutes, f"pid {pid}, started {running.get('started_at')}{so_far}")
