@@ -160,14 +160,16 @@ def check_comparable(a: Evaluation, b: Evaluation) -> None:
 
 
 def settings_differences(a: Evaluation, b: Evaluation) -> dict[str, list[Any]]:
-    """The settings the two evaluations ran under that differ (``{"temperature": [A's, B's]}``): not refused, since
-    comparing them can be the point (two temperatures, more turns), but part of what ``B - A`` measures."""
-    def flat(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings the two evaluations ran under that differ (``{"sampling.temperature": [A's, B's]}``): not
+    refused, since comparing them can be the point (two temperatures, more turns), but part of what ``B - A``
+    measures."""
+    def flat(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         out = {}
         for key, value in settings.items():
-            if key == "policy":
+            if key == "policy" and not prefix:
                 continue  # what is compared
-            out.update(flat(value) if isinstance(value, Mapping) else {key: value})
+            name = f"{prefix}{key}"  # sampling.temperature, simulator.model: whose setting it is
+            out.update(flat(value, f"{name}.") if isinstance(value, Mapping) else {name: value})
         return out
 
     flat_a, flat_b = flat(a.settings), flat(b.settings)

@@ -310,10 +310,10 @@ def test_compare_splits_seen_and_unseen_templates_finds_a_studys_evaluation_and_
     assert "B minus A, paired by task (8 tasks): success +50.0 [" in out
     assert "  seen templates (4 tasks): success +100.0 [+100.0, +100.0] points" in out
     assert "  unseen templates (4 tasks): success +0.0 [+0.0, +0.0] points" in out
-    assert "Run under other settings (part of the difference): temperature 0.5 / 1.0" in out
+    assert "Run under other settings (part of the difference): sampling.temperature 0.5 / 1.0" in out
     result = json.loads(numbers.read_text())
     assert result["parts"]["unseen"]["b_minus_a"]["success"] == [0.0, 0.0, 0.0]
-    assert result["settings_differ"] == {"temperature": [0.5, 1.0]}
+    assert result["settings_differ"] == {"sampling.temperature": [0.5, 1.0]}
     # two evaluations in a study: both named, none picked
     _written_evaluation(tmp_path / "study" / "fair" / "rft" / "test" / "evaluate" / "merged-111111", start, 0.5)
     assert cli.main(["compare", str(tmp_path / "study"), str(b)]) == 2

@@ -294,7 +294,7 @@ def test_a_validation_episode_answered_with_the_reference_succeeds():
 
 def test_a_task_family_of_ones_own_is_registered_by_name_and_split_by_template_part(monkeypatch):
     """A family built from templates (here: copies of the procedural ones under another id prefix) becomes
-    ``tasks="<name>:<split>"`` for the environments and the pipeline, and its ids count as seen or unseen templates
+    ``tasks="<name>:<split>"`` in the process that registers it, and its ids count as seen or unseen templates
     wherever figures are split."""
     import dataclasses
 

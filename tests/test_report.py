@@ -220,3 +220,24 @@ def test_frontend_evaluation_renders_both_pages_for_the_report(tmp_path):
         "config": [{"env_id": "ColBench-Frontend-v0"}]})
     html = build_report(tmp_path / "run").read_text()
     assert html.count("src='data:image/png;base64,") == 3 and "no HTML page in the answer" in html
+
+
+def test_the_episodes_section_fills_its_slots_and_shows_an_episodes_last_record(tmp_path):
+    """Six successes and one failure fill six slots (five and one); an episode retried after an infrastructure
+    failure shows as its retry, not as the failure it replaced."""
+    run = tmp_path / "evals"
+    _marker(run, "evaluate/mine", "evaluate", 10.0, {"episodes": 7}, {"success_rate": 6 / 7},
+            {"trajectories": "trajectories.jsonl"}, {"policy": "mine"})
+
+    def episode(index, success, said):
+        return {"episode_id": f"t/{index}", "task_id": "t", "reward": float(success), "success": success,
+                "dialogue_history": [{"role": "user", "content": "Write it."}, {"role": "assistant", "content": said}]}
+
+    _jsonl(run / "evaluate/mine" / "trajectories.jsonl",
+           [episode(0, False, "lost to the sandbox"), *[episode(i, True, f"answer {i}") for i in range(1, 6)],
+            episode(6, False, "a wrong answer"), episode(0, True, "answer 0, retried")])
+    html = build_report(run).read_text()
+    episodes = html.split("id='episodes'")[1].split("</section>")[0]
+    assert episodes.count("class='trajectory'") == 6
+    assert "answer 0, retried" in episodes and "lost to the sandbox" not in episodes
+    assert "a wrong answer" in episodes  # the one failure keeps its slot

@@ -229,9 +229,9 @@ def test_a_ranking_rule_is_one_entry_of_the_rules_table(tmp_path, monkeypatch):
     critic = SimpleNamespace(score_candidates=score_candidates, name="critic")
     for ranking in losses.RANKING_RULES:
         as_candidate_scorer(critic, ranking)([], ["a", "b"], "c")
-    rules = losses.RANKING_RULES.values()
-    assert asked == [rule.baseline == "reference" and not rule.baseline_sees_c for rule in rules]
-    assert asked.count(True) == 1  # critic_minus_reference_without_c
+    # critic_minus_policy_logprob, critic_advantage, critic_minus_reference_without_c, the rule added above
+    assert list(losses.RANKING_RULES)[:3] == list(losses.RANKING_MODES)
+    assert asked == [False, False, True, False]
 
 
 def test_pairs_only_from_the_chosen_turns(tmp_path):

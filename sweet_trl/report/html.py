@@ -306,12 +306,15 @@ def _episodes_section(data: RunData, examples: int) -> str:
     """What each evaluated policy said: a few of its episodes, successes and failures alike, in the order run."""
     blocks = []
     for name, marker in data.evaluations().items():
-        rows = list(iter_jsonl(data.output(marker, "trajectories")))
+        # an episode retried after an infrastructure failure is written again: its last record stands
+        rows = list({row.get("episode_id", i): row
+                     for i, row in enumerate(iter_jsonl(data.output(marker, "trajectories")))}.values())
         succeeded = [r for r in rows if Trajectory(r).succeeded()]
         failed = [r for r in rows if not Trajectory(r).succeeded()]
-        picked = succeeded[:examples // 2] + failed[:examples - min(len(succeeded), examples // 2)]
+        half = max(examples // 2, examples - len(failed))  # the slots one kind cannot fill go to the other
+        picked = succeeded[:half] + failed[:examples - min(len(succeeded), half)]
         if picked:
-            blocks.append(f"<h3>{esc(name)}</h3>" + "".join(_trajectory_html(row, 0.0) for row in picked[:examples]))
+            blocks.append(f"<h3>{esc(name)}</h3>" + "".join(_trajectory_html(row, 0.0) for row in picked))
     if not blocks:
         return ""
     return ("<section id='episodes'><h2>Episodes of the evaluations</h2>"
