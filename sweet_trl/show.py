@@ -7,6 +7,7 @@
     sweet-rl show runs/fair_wide/fair/start/validation/evaluate/merged-46093b --task shorten --reference --full
 
     sweet-rl show runs/fair_cpu/fair/sweet_best/round1/rank --task is_adult   # ranked candidates: what the critic prefers
+    sweet-rl show runs/credit/critic_pairs --task pin_valid                  # the trajectory pairs the critic learns from
 
 Each episode: its task and episode ids, reward and success, then the dialogue in order (the task's request, each
 agent message numbered by turn, each simulated human reply), then how it was graded (tests passed and the failed
@@ -17,7 +18,9 @@ matching episode. Exit status: 0 shown, 1 no episode matches the filters, 2 a pa
 
 A ``rank`` stage folder (or its ``ranked`` dataset) shows turn states instead: the last human message, then the
 candidates from the selector's first choice down, each with its ranking score, the critic's mean log-prob and the
-baseline it is measured against (copies of one message merged and counted).
+baseline it is measured against (copies of one message merged and counted). A ``critic_pairs`` stage folder (or its
+``pairs.jsonl``) shows each pair the critic is trained on: the chosen trajectory, then the rejected one from the
+message where they part.
 """
 
 from __future__ import annotations
@@ -301,10 +304,77 @@ def show_ranked(folder: Path, args: Any) -> int:
     return 0
 
 
+PAIR_KEYS = ("chosen", "rejected", "chosen_reward", "rejected_reward")  # a critic pair (sweet_trl.pairs)
+
+
+def critic_pairs_file(target: str) -> Path | None:
+    """The critic pairs ``target`` names (a critic_pairs stage folder or its ``pairs.jsonl``), else None."""
+    path = Path(target)
+    path = path / "pairs.jsonl" if path.is_dir() else path
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8") as handle:
+        first = handle.readline()
+    try:
+        row = json.loads(first)
+    except json.JSONDecodeError:
+        return None
+    return path if isinstance(row, dict) and all(key in row for key in PAIR_KEYS) else None
+
+
+def format_pair(row: dict[str, Any], width: int, max_lines: int | None, reference: bool) -> str:
+    """One critic pair: the chosen trajectory, then the rejected one from the turn where they part."""
+    chosen, rejected = row["chosen"], row["rejected"]
+    same = next((i for i, (a, b) in enumerate(zip(chosen, rejected)) if a != b), min(len(chosen), len(rejected)))
+    agent_turns = sum(m["role"] == "assistant" for m in chosen[:same])
+    lines = [f"=== {row.get('task_id')}: {row.get('chosen_episode_id')} (reward {row['chosen_reward']}) chosen over "
+             f"{row.get('rejected_episode_id')} (reward {row['rejected_reward']})",
+             f"they part at message {same + 1} (after {_plural(agent_turns, 'agent turn')} in common)", ""]
+    for title, messages in (("chosen", chosen), ("rejected", rejected)):
+        lines.append(f"{title}:")
+        turn = sum(m["role"] == "assistant" for m in messages[:same if title == "rejected" else 0])
+        if title == "rejected" and same:
+            lines.append(f"     [... the first {_plural(same, 'message')}, as above]")
+        for message in messages[same if title == "rejected" else 0:]:
+            turn += message["role"] == "assistant"
+            gutter = str(turn) if message["role"] == "assistant" else ""
+            lines.append(block(gutter, render_dialogue([message], instructions=True), width, max_lines))
+    if reference:
+        lines += ["", "Reference (privileged: the critic reads it, the policy does not):",
+                  *("    " + line for line in wrapped(str(row.get("privileged")), width - 4, max_lines))]
+    return "\n".join(lines)
+
+
+def show_pairs(path: Path, args: Any) -> int:
+    if args.failed or args.succeeded:
+        raise ShowError("--failed and --succeeded pick episodes; critic pairs are picked with --task and -n")
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                print(f"sweet-rl show: {path}:{number}: not valid JSON; line skipped", file=sys.stderr)
+                continue
+            if all(key in row for key in PAIR_KEYS) and (args.task is None or args.task in str(row.get("task_id"))):
+                rows.append(row)
+    if not rows:
+        raise ShowError(f"no critic pair in {path}" + (f" of a task matching {args.task!r}" if args.task else ""),
+                        status=1)
+    shown = rows if args.n == 0 else rows[:args.n]
+    width = args.width or max(60, min(120, shutil.get_terminal_size((100, 24)).columns))
+    print(f"{path}: {len(rows)} critic pairs{' matching' if args.task else ''}, showing {len(shown)}\n")
+    print("\n\n".join(format_pair(row, width, None if args.full else args.lines, args.reference) for row in shown))
+    return 0
+
+
 def show(args: Any) -> int:
     ranked = ranked_dataset(args.target)
     if ranked is not None:
         return show_ranked(ranked, args)
+    pairs = critic_pairs_file(args.target)
+    if pairs is not None:
+        return show_pairs(pairs, args)
     path = resolve_file(args.target)
     records = [Trajectory(r) for r in read_records(path)]
     if not records:
@@ -338,8 +408,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sweet-rl show",
                                      description="A run's dialogues as a person reads them: each episode's ids, "
                                                  "reward, messages in order and grading.")
-    parser.add_argument("target", help="a trajectories JSONL file, a stage folder holding one, a run folder, or a "
-                                       "rank stage folder (its ranked candidates)")
+    parser.add_argument("target", help="a trajectories JSONL file, a stage folder holding one, a run folder, a rank "
+                                       "stage folder (its ranked candidates) or a critic_pairs one (its pairs)")
     parser.add_argument("--task", help="only tasks whose id contains this text")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--failed", action="store_true", help="only episodes that did not succeed")

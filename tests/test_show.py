@@ -191,3 +191,32 @@ def test_a_rank_stage_shows_each_states_candidates_from_the_first_choice_down(tm
     (tmp_path / "random" / "_COMPLETE.json").write_text(json.dumps({"info": {"selector": "random"}}))
     out = show(capsys, tmp_path / "random", "--width", "100")[1]
     assert "ranked by the random selector" in out and "critic " not in out and "(3 tokens)" in out
+
+
+def test_critic_pairs_show_the_chosen_trajectory_then_the_rejected_one_from_where_they_part(tmp_path, capsys):
+    """The pairs the critic learns from, built by the pairs stage's own code: both trajectories, the rejected one
+    from the message where the two part, the rewards that ordered them."""
+    from sweet_trl.pairs import build_critic_pairs
+
+    def record(seed, question, reward):
+        task = {"task_id": "unit", "problem_description": "Write a converter.", "ground_truth": "def f(x): return x"}
+        return {"task": task, "task_id": "unit", "episode_id": f"unit/{seed}", "seed": seed, "reward": reward,
+                "success": reward == 1.0, "env_id": "ColBench-Backend-v0",
+                "dialogue_history": [{"role": "user", "content": "Write a converter."},
+                                     {"role": "assistant", "content": question},
+                                     {"role": "user", "content": "Inches to centimetres."},
+                                     {"role": "assistant", "content": "I WANT TO ANSWER: pass"}]}
+
+    pairs, _ = build_critic_pairs([record(0, "Which units?", 1.0), record(1, "Any details?", 0.0)])
+    folder = tmp_path / "critic_pairs"
+    folder.mkdir()
+    (folder / "pairs.jsonl").write_text("".join(json.dumps(pair) + "\n" for pair in pairs))
+    status, out, _ = show(capsys, folder, "--width", "100")
+    assert status == 0 and "1 critic pairs, showing 1" in out
+    assert "unit/0 (reward 1.0) chosen over unit/1 (reward 0.0)" in out
+    chosen, rejected = out.split("\nchosen:\n")[1].split("\nrejected:\n")
+    assert "Agent: Which units?" in chosen and "Any details?" not in chosen
+    assert rejected.splitlines()[0].strip() == "[... the first 1 message, as above]"
+    assert rejected.splitlines()[1].strip() == "1  Agent: Any details?"
+    assert "def f(x)" not in out and "def f(x): return x" in show(capsys, folder, "--reference")[1]
+    assert show(capsys, folder, "--task", "other")[0] == 1
