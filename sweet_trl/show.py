@@ -99,31 +99,43 @@ def resolve_file(target: str) -> Path:
     raise ShowError(f"several trajectory files under {target}: name one, e.g. sweet-rl show {files[0][0].parent}")
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """The file's records, the later of an episode's records winning; a malformed line is reported and skipped."""
-    records, skipped = [], 0
+def jsonl_rows(path: Path, kind: str, is_row: Any) -> list[dict[str, Any]]:
+    """The objects of a JSONL file that ``is_row`` accepts; any other line is reported (the first few by number) and
+    skipped, so that one torn or foreign line does not hide the rest."""
+    rows, skipped = [], 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
             if not raw.strip():
                 continue
             try:
-                record = json.loads(raw.decode("utf-8"))
+                row = json.loads(raw.decode("utf-8"))
             except (json.JSONDecodeError, UnicodeDecodeError) as err:
                 problem = f"not valid JSON ({err})"
             else:
-                if not isinstance(record, dict):
-                    problem = f"a JSON {type(record).__name__}, not a record"
-                elif not isinstance(record.get("task"), dict) or not isinstance(record.get("dialogue_history"), list):
-                    problem = "not a trajectory record (no task or dialogue_history)"
+                if not isinstance(row, dict):
+                    problem = f"a JSON {type(row).__name__}, not a record"
+                elif not is_row(row):
+                    problem = f"not {kind}"
                 else:
-                    records.append(record)
+                    rows.append(row)
                     continue
             skipped += 1
             if skipped <= MAX_REPORTED:
                 print(f"sweet-rl show: {path}:{number}: {problem}; line skipped", file=sys.stderr)
     if skipped > MAX_REPORTED:
         print(f"sweet-rl show: {path}: {skipped - MAX_REPORTED} more lines skipped", file=sys.stderr)
+    return rows
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The file's trajectory records, the later of an episode's records winning; other lines reported, skipped."""
+    records = jsonl_rows(path, "a trajectory record (no task or dialogue_history)",
+                         lambda row: isinstance(row.get("task"), dict) and isinstance(row.get("dialogue_history"), list))
     return dedupe_latest(normalize_records(records))
+
+
+def terminal_width(args: Any) -> int:
+    return args.width or max(60, min(120, shutil.get_terminal_size((100, 24)).columns))
 
 
 def wrapped(text: str, width: int, max_lines: int | None) -> list[str]:
@@ -297,7 +309,7 @@ def show_ranked(folder: Path, args: Any) -> int:
     if not rows:
         raise ShowError(f"no turn state in {folder} has a task id containing {args.task!r}", status=1)
     shown = rows if args.n == 0 else rows[:args.n]
-    width = args.width or max(60, min(120, shutil.get_terminal_size((100, 24)).columns))
+    width = terminal_width(args)
     print(f"{folder}: {len(rows)} ranked turn states{' matching' if args.task else ''}, showing {len(shown)}\n")
     print("\n\n".join(format_state(row, width, None if args.full else args.lines, args.reference, selector)
                       for row in shown))
@@ -348,21 +360,13 @@ def format_pair(row: dict[str, Any], width: int, max_lines: int | None, referenc
 def show_pairs(path: Path, args: Any) -> int:
     if args.failed or args.succeeded:
         raise ShowError("--failed and --succeeded pick episodes; critic pairs are picked with --task and -n")
-    rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                print(f"sweet-rl show: {path}:{number}: not valid JSON; line skipped", file=sys.stderr)
-                continue
-            if all(key in row for key in PAIR_KEYS) and (args.task is None or args.task in str(row.get("task_id"))):
-                rows.append(row)
+    rows = [row for row in jsonl_rows(path, "a critic pair", lambda row: all(key in row for key in PAIR_KEYS))
+            if args.task is None or args.task in str(row.get("task_id"))]
     if not rows:
         raise ShowError(f"no critic pair in {path}" + (f" of a task matching {args.task!r}" if args.task else ""),
                         status=1)
     shown = rows if args.n == 0 else rows[:args.n]
-    width = args.width or max(60, min(120, shutil.get_terminal_size((100, 24)).columns))
+    width = terminal_width(args)
     print(f"{path}: {len(rows)} critic pairs{' matching' if args.task else ''}, showing {len(shown)}\n")
     print("\n\n".join(format_pair(row, width, None if args.full else args.lines, args.reference) for row in shown))
     return 0
@@ -392,7 +396,7 @@ def show(args: Any) -> int:
         raise ShowError(f"no episode {which} in {path}" + (f" of tasks matching {args.task!r}" if args.task else ""),
                         status=1)
     shown = picked if args.n == 0 else picked[:args.n]
-    width = args.width or max(60, min(120, shutil.get_terminal_size((100, 24)).columns))
+    width = terminal_width(args)
     max_lines = None if args.full else args.lines
     print(f"{path}: {len(records)} episodes, {len(picked)} matching, showing {len(shown)}\n")
     print("\n\n".join(format_episode(t, width, max_lines, args.reference) for t in shown))

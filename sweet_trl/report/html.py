@@ -12,7 +12,7 @@ from typing import Any
 
 from sweet_trl.report import figures
 from sweet_trl.report.data import RunData, iter_jsonl, load_log_history, rewards_of
-from sweet_trl.trajectories import Trajectory
+from sweet_trl.trajectories import Trajectory, dedupe_latest
 
 EVAL_METRICS = ("tests_passed", "success_rate", "mean_similarity", "win_rate", "mean_reward", "answered_rate",
                 "mean_turns")
@@ -307,8 +307,7 @@ def _episodes_section(data: RunData, examples: int) -> str:
     blocks = []
     for name, marker in data.evaluations().items():
         # an episode retried after an infrastructure failure is written again: its last record stands
-        rows = list({row.get("episode_id", i): row
-                     for i, row in enumerate(iter_jsonl(data.output(marker, "trajectories")))}.values())
+        rows = dedupe_latest(iter_jsonl(data.output(marker, "trajectories")))
         succeeded = [r for r in rows if Trajectory(r).succeeded()]
         failed = [r for r in rows if not Trajectory(r).succeeded()]
         half = max(examples // 2, examples - len(failed))  # the slots one kind cannot fill go to the other
