@@ -117,10 +117,13 @@ done
 ( stage collect_seed1 collect $RUN --run_dir runs/credit_10x_seed1 --collect_seed 1 &&
   stage pairs_seed1 critic-pairs $RUN --run_dir runs/credit_10x_seed1 ) &
 wait
-# 10x: the seed-0 run's collection marker and both runs' pairs (the critic reads critic_pairs/pairs.jsonl)
+# 10x: both runs' episodes and pairs (the critic reads critic_pairs/pairs.jsonl; `show` and the credit study's
+# value function read collect/trajectories.jsonl), under one marker per stage
 mkdir -p runs/credit_10x/collect runs/credit_10x/critic_pairs
 cat runs/credit_5x/critic_pairs/pairs.jsonl runs/credit_10x_seed1/critic_pairs/pairs.jsonl \
     >runs/credit_10x/critic_pairs/pairs.jsonl
+cat runs/credit_5x/collect/trajectories.jsonl runs/credit_10x_seed1/collect/trajectories.jsonl \
+    >runs/credit_10x/collect/trajectories.jsonl
 "$PYTHON" - <<'PY' || exit 1
 import json
 from pathlib import Path

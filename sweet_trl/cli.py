@@ -2,6 +2,7 @@
 
     sweet-rl pipeline          --config demo_cpu                           # every stage, then the report
     sweet-rl study             --config study_cpu                          # SWEET-RL vs ablation and baselines
+    sweet-rl study-report      benchmarks/results/study_cpu.json           # its JSON as the table it printed
     sweet-rl warm-start        --config demo_cpu                           # the starting policy (SFT or a shipped adapter)
     sweet-rl collect           --config run.yaml [--episodes_per_task 8]   # roll out the base policy
     sweet-rl critic-pairs      --config run.yaml                           # trajectory pairs per task
@@ -66,7 +67,7 @@ USAGE = __doc__.split("\n\n")[1]
 # Commands that only read what runs wrote (a results JSON as the tables RESULTS.md quotes, a run's stages): the
 # module whose ``main`` prints it.
 READERS = {"fair-report": "sweet_trl.study.fair.report", "credit-report": "sweet_trl.study.credit.report",
-           "status": "sweet_trl.pipeline.status", "show": "sweet_trl.show"}
+           "study-report": "sweet_trl.study.results", "status": "sweet_trl.pipeline.status", "show": "sweet_trl.show"}
 
 
 def _configs_command(rest: list[str]) -> int:

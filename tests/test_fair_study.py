@@ -139,6 +139,8 @@ def test_fair_report_prints_every_arm_round_and_comparison_as_markdown(tiny_fair
         assert f"| {arm} | {spent['rounds']} | {spent['episodes']} | {spent['candidates_sampled']} |" in text
     commit = results["settings"]["git_commit"]
     assert "rft 1," in text and "(at " not in text  # every read made by the code that wrote the file
+    verdict = results["aim"]["variants"]["sweet_best"]  # one file says its seed's aim, as --pooled does per seed
+    assert f"\n- seed 0: sweet_best - rft {verdict['difference'] * 100:+.1f} [" in text
     # read back by later code: the file's commit is the reader's, each read keeps its own and the tables say so
     later = tiny_fair["root"] / "read_back.json"
     later.write_text(json.dumps({**results, "settings": {**results["settings"], "git_commit": "0" * 40}}))
@@ -175,6 +177,7 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
         Path(paths[-1]).write_text(json.dumps(data))
     assert main(["fair-report", *paths, "--pooled"]) == 0
     pooled_text = capsys.readouterr().out.split("### pooled")[1]
+    assert "Validation not pooled: " not in pooled_text  # both files keep their validation rows
     assert f"| sweet_best - rft | {expected * 100:+.1f} [" in pooled_text
     assert "\n- seed 0: sweet_best - rft " in pooled_text and "\n- seed 1: sweet_best - rft " in pooled_text
     assert "\n- on every seed: **" in pooled_text
@@ -228,6 +231,18 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
 
     assert test_rows_from_ledger(tiny_fair["run"]) == per_task
     Path(paths[0]).write_text(json.dumps({k: v for k, v in results.items() if k != "test_per_task"}))
+    gone = str(tiny_fair["root"] / "moved_away")  # a run folder deleted since: said, not a traceback
+    assert main(["fair-report", *paths, "--pooled", "--runs", gone, str(tiny_fair["run"])]) == 2
+    assert f"--runs: {gone} (the run of {paths[0]}) does not exist" in capsys.readouterr().err
+    elsewhere = tiny_fair["root"] / "another_run"  # a folder whose ledger never read these arms
+    elsewhere.mkdir(exist_ok=True)
+    assert main(["fair-report", paths[0], "--runs", str(elsewhere)]) == 2
+    assert f"the test-read ledger of {elsewhere} records no read of " in capsys.readouterr().err
+    unpooled = {k: v for k, v in other.items() if k != "validation_per_task"}
+    Path(paths[1]).write_text(json.dumps(unpooled))
+    assert main(["fair-report", str(core), paths[1], "--pooled"]) == 0
+    assert f"Validation not pooled: {paths[1]} keep no per-task validation rows" in capsys.readouterr().out
+    Path(paths[1]).write_text(json.dumps(other))
     assert main(["fair-report", *paths, "--pooled", "--runs", str(tiny_fair["run"]), str(tiny_fair["run"])]) == 0
     text = capsys.readouterr().out
     assert f"| sweet_best - rft | {expected * 100:+.1f} [" in text.split("### pooled")[1]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import random
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -468,6 +469,15 @@ def test_status_shows_a_stage_whose_input_was_made_again_since_as_stale(tmp_path
     assert {s.path: s.stale for s in run_status(tmp_path / "round2")} == {"second": None, "third": None}
     assert [s.stale for s in run_status(tmp_path / "round2" / "third")] == [None]  # the stage alone, too
 
+    # a marker whose output is gone (deleted; a marker copied or joined without its file): done in name only
+    (tmp_path / "run" / "third" / "data.json").unlink()
+    [third_status] = [s for s in run_status(tmp_path / "run") if s.path == "third"]
+    assert third_status.missing == ("data.json",)
+    assert main(["status", str(tmp_path / "run")]) == 0
+    text = capsys.readouterr().out
+    assert "done, stale, output missing" in text and "(no data.json) (second changed since) items=1" in text
+    assert text.rstrip().endswith(", 1 with output missing")
+
 
 def test_a_stage_that_raises_is_recorded_as_failed_until_a_later_run_succeeds(tmp_path, capsys):
     from dataclasses import dataclass
@@ -534,6 +544,11 @@ def test_status_lines_lead_with_key_figures_and_tell_how_far_a_running_stage_got
                "mean_turns": 1.99, "pass@1": 0.269, "pass@2": 0.32, "pass@4": 0.375}
     folder("evaluate/merged", {MARKER: {"dir": "evaluate/merged", "seconds": 60, "counts": counts, "metrics": metrics}})
     folder("sample_candidates", {MARKER: {"dir": "sample_candidates", "seconds": 60, "counts": {"turn_states": 64}}})
+    # an evaluation folder is named by a hash of its policy: the line names the policy by its last folders
+    folder("evaluate/merged-7d8c8a", {MARKER: {"dir": "evaluate/merged-7d8c8a", "seconds": 60, "counts": counts,
+                                               "info": {"policy": "/r/fair/sweet_best/round2/train_policy_best/merged"}}})
+    folder("evaluate/zero_shot", {MARKER: {"dir": "evaluate/zero_shot", "seconds": 60, "counts": counts,
+                                           "info": {"policy": "zero_shot"}}})
     running = {"started_at": "2026-01-01T00:00:00+00:00", "pid": os.getpid(), "host": socket.gethostname()}
     header = json.dumps({"format": 1, "resume_of": {}})  # the resumable file's first line: no row
     folder("rank", {"_RUNNING.json": {**running, "stage": "rank", "dir": "rank"},
@@ -546,21 +561,38 @@ def test_status_lines_lead_with_key_figures_and_tell_how_far_a_running_stage_got
     # an evaluation that retried 5 episodes whose infrastructure failed: a line each more, never past the total
     folder("evaluate/retried", {"_RUNNING.json": running, "trajectories.jsonl": "{}\n" * 165})
     StageContext("evaluate", tmp_path / "evaluate/retried", None, {}).expect(160, "episodes", "trajectories.jsonl")
+    logged = [{"loss": 0.69, "pair_accuracy": 0.5, "step": 10}, {"loss": 0.61, "pair_accuracy": 0.85, "step": 20}]
     folder("train_critic", {"_RUNNING.json": {**running, "stage": "train_critic", "dir": "train_critic"},
                             "model/checkpoint-10/trainer_state.json": {"global_step": 10, "max_steps": 30},
-                            "model/checkpoint-20/trainer_state.json": {"global_step": 20, "max_steps": 30}})
+                            "model/checkpoint-20/trainer_state.json": {"global_step": 20, "max_steps": 30,
+                                                                       "log_history": logged}})
+    # resumed from step 10 at 12:00; step 20's checkpoint written at 12:01:40: 10 s a step, 10 steps to go
+    StageContext("train_critic", tmp_path / "train_critic", None, {}).training_from(10)
+    began = json.loads((tmp_path / "train_critic" / "_EXPECTED.json").read_text())
+    assert began["from_step"] == 10 and began["unit"] == "steps"
+    began["at"] = "2026-01-01T12:00:00+00:00"
+    (tmp_path / "train_critic" / "_EXPECTED.json").write_text(json.dumps(began))
+    saved = datetime(2026, 1, 1, 12, 1, 40, tzinfo=timezone.utc).timestamp()
+    os.utime(tmp_path / "train_critic/model/checkpoint-20/trainer_state.json", (saved, saved))
+    folder("train_policy", {"_RUNNING.json": running,  # no log yet, no start said: the step alone
+                            "model/checkpoint-5/trainer_state.json": {"global_step": 5, "max_steps": 40}})
 
-    stages = {s.path: s for s in run_status(tmp_path)}
+    stages = {s.path: s for s in run_status(tmp_path, now=datetime(2026, 1, 1, 12, 1, 50, tzinfo=timezone.utc))}
     evaluation = stages["evaluate/merged"].summary
     # the figures that tell most first, then a non-zero error count, then the stage's own order
     assert evaluation == ("success_rate=0.269, mean_reward=0.414, pass@1=0.269, episodes=160, simulator_errors=2, "
                           "tasks=80 (+7 more)")  # whole figures, as many as fit in 110 characters
     assert stages["rank"].summary.endswith("; 32/64 turn states in ranked.partial.jsonl; "
                                            "1 lines in trajectory_advantages.jsonl")
-    assert stages["train_critic"].summary.endswith("; step 20/30 at its last checkpoint")
+    assert stages["train_critic"].summary.endswith(
+        "; step 20/30 at its last checkpoint (loss 0.610, pair_accuracy 0.850); 10.0 s a step since step 10, "
+        "about 2 min left")  # 100 s of steps to go, 10 s of them gone since the checkpoint
+    assert stages["train_policy"].summary.endswith("; step 5/40 at its last checkpoint")
+    assert stages["evaluate/merged-7d8c8a"].summary.startswith("policy sweet_best/round2/train_policy_best: episodes=")
+    assert stages["evaluate/zero_shot"].summary.startswith("policy zero_shot: episodes=160")
     assert stages["collect"].summary.endswith("; 96/160 episodes in trajectories.jsonl")
     assert stages["evaluate/retried"].summary.endswith("; 160/160 episodes in trajectories.jsonl")
-    assert len(format_status(list(stages.values()), tmp_path).splitlines()) == 1 + 6 + 1  # one line per stage
+    assert len(format_status(list(stages.values()), tmp_path).splitlines()) == 1 + 9 + 1  # one line per stage
 
 
 def test_stage_claiming_an_output_it_did_not_write_fails(tmp_path):

@@ -147,6 +147,28 @@ def test_report_command_writes_to_the_configured_path(run_dir, tmp_path):
     assert str(path) in out.getvalue()
 
 
+def test_report_takes_the_run_folder_as_status_does_and_refuses_a_stage_or_a_fair_study(run_dir, tmp_path, capsys):
+    import shutil
+
+    from sweet_trl.cli import main
+
+    moved = tmp_path / "moved_run"  # a run read where it is now: titled by its folder, not its configured run_dir
+    shutil.copytree(run_dir, moved)
+    assert main(["report", str(moved), "--report_examples", "1"]) == 0
+    assert "<h1>SWEET-RL run: moved_run</h1>" in (moved / "report.html").read_text()
+    assert str(moved / "report.html") in capsys.readouterr().out
+    # a stage's folder (one level deep or two): the report is of its run
+    assert main(["report", str(moved / "evaluate" / "sweet")]) == 2
+    assert f"is a stage's folder; the report is of the run that holds it: sweet-rl report --run_dir {moved}" \
+        in capsys.readouterr().err
+    assert not (moved / "evaluate" / "sweet" / "report.html").exists()
+    fair = tmp_path / "fair_run"
+    for folder in ("protocol", "fair/sweet_best/round1", "warm_start"):
+        (fair / folder).mkdir(parents=True)
+    assert main(["report", str(fair)]) == 2
+    assert f"`sweet-rl fair-report {fair}` prints its tables" in capsys.readouterr().err
+
+
 @pytest.mark.browser
 def test_report_renders_in_chromium(run_dir, tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")

@@ -123,10 +123,12 @@ def test_a_run_folder_lists_its_files_and_asks_for_one(recorded, tmp_path, capsy
         file.parent.mkdir(parents=True)
         file.write_text("".join(json.dumps(r) + "\n" for r in lines))
     os.utime(old, (1_000_000, 1_000_000))
+    (new.parent / "_COMPLETE.json").write_text(json.dumps({"info": {"policy": "zero_shot"}}))  # what was evaluated
     status, out, err = show(capsys, run)
     assert status == 2 and "2 trajectory files" in out
     listed = [line.split() for line in out.splitlines()[1:]]
-    assert listed == [["1", "episodes", str(new.parent)], ["2", "episodes", str(old.parent)]]  # newest first
+    assert listed == [["1", "episodes", str(new.parent), "(policy", "zero_shot)"],
+                      ["2", "episodes", str(old.parent)]]  # newest first
     assert f"name one, e.g. sweet-rl show {new.parent}" in err
 
     (run / "evaluate" / "zero_shot" / "trajectories.jsonl").unlink()

@@ -381,6 +381,7 @@ def test_the_ablation_shares_collection_and_trains_its_critic_without_c(tiny_stu
     # round 2 collected with the merged round-1 policy
     marker = json.loads((run / "round2" / "collect" / "_COMPLETE.json").read_text())
     assert marker["config"][0]["policy_model"] == str((run / "train_policy" / "merged").resolve())
+    assert marker["info"]["policy"] == marker["config"][0]["policy_model"]  # what `status` and `show` name it by
     assert (run / "train_policy" / "merged" / "config.json").exists()
 
 
@@ -419,6 +420,28 @@ def test_study_writes_json_report_and_critic_judgement_and_resumes(tiny_study):
     # a second call reruns nothing and gives the same numbers
     assert tiny_study["second"].count("skipped") >= 20 and "running" not in tiny_study["second"].replace(
         "running again", "")
+
+
+def test_study_report_prints_the_table_the_study_printed_and_names_the_reader_of_other_files(tiny_study, capsys,
+                                                                                              tmp_path):
+    from sweet_trl.cli import main
+    from sweet_trl.study.results import format_table
+
+    path, run = tiny_study["root"] / "results" / "study.json", tiny_study["run"]
+    assert main(["study-report", str(path), str(run)]) == 0  # a results file, or the run folder that holds one
+    text = capsys.readouterr().out
+    table = format_table(json.loads(path.read_text()))
+    assert text == f"### {path}\n\n{table}\n\n### {run / 'study.json'}\n\n{table}\n"
+    assert table in tiny_study["second"]  # what the study printed when it wrote the file
+    fair = tmp_path / "fair.json"
+    fair.write_text(json.dumps({"protocol": {}, "arms": {}}))
+    assert main(["study-report", str(fair)]) == 2
+    assert "is not a `sweet-rl study` JSON (no policies or study settings): it is read by `sweet-rl fair-report`" \
+        in capsys.readouterr().err
+    assert main(["credit-report", str(path)]) == 2
+    assert "it is read by `sweet-rl study-report`" in capsys.readouterr().err
+    assert main(["study-report", str(tmp_path)]) == 2
+    assert "holds no study.json" in capsys.readouterr().err
 
 
 def _script(name):
@@ -844,6 +867,11 @@ def test_credit_scores_every_critic_against_monte_carlo_returns_and_resumes(tiny
     from sweet_trl.losses import RANKING_MODES as RANKINGS
 
     variants = [f"trained_with_c:{r}" for r in RANKINGS if r != "critic_minus_policy_logprob"]  # the run ranks so
+    assert result["settings"]["run_ranking"] == "critic_minus_policy_logprob"  # what the bare rows rank by
+    from sweet_trl.study.credit.report import markdown_tables
+
+    assert "a critic's row without `:<ranking>` ranks by the run's `critic_minus_policy_logprob`" in markdown_tables(
+        result)
     for name in ("trained_with_c", *variants, "untrained_with_c", "trained_without_c", "value_function",
                  "policy_likelihood", "random"):
         for kind in ("question_turns", "answer_turns"):

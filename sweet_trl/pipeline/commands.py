@@ -359,6 +359,8 @@ def report_command(config_path: str | os.PathLike | None, cli_args: Sequence[str
     """``sweet-rl report``: write the HTML report of the run."""
     config = load_yaml(config_path) if config_path else {}
     cli_args = without_options(cli_args, PRECISION_OPTIONS)  # taken by every command; a report loads no model
+    if cli_args and not str(cli_args[0]).startswith("-"):  # `sweet-rl report runs/x`, as status and show read it
+        cli_args = ["--run_dir", *cli_args]
     try:
         run, report = parse_stage_args([RunArguments, ReportArguments], "report", config, cli_args, SECTIONS,
                                        prog="sweet-rl report")

@@ -53,8 +53,8 @@ RUNNING = "_RUNNING.json"
 # A stage that raised (not an interrupt): the error's first line and when, so that `sweet-rl status` says
 # "failed: ..." rather than "interrupted" (the same command would fail the same way). Its next run clears it.
 FAILED = "_FAILED.json"
-# What a running stage has to do: so many rows (episodes, turn states) of a file it appends one line to per row;
-# `sweet-rl status` counts the lines so far against it.
+# What a running stage has to do: so many rows (episodes, turn states) of a file it appends one line to per row,
+# or, for a trainer, the step it started from and when; `sweet-rl status` counts the rows or steps so far against it.
 EXPECTED = "_EXPECTED.json"
 # The stages that train: the only ones that may run under ``accelerate launch``.
 TRAINING_STAGES = ("warm_start", "train_critic", "train_policy", "train_policy_best", "baseline_rft", "baseline_mtdpo")
@@ -130,6 +130,12 @@ class StageContext:
         stage's folder (after ``header_lines``); ``sweet-rl status`` shows how many are written."""
         write_json_atomic(self.dir / EXPECTED, {"total": total, "unit": unit, "file": file,
                                                 "header_lines": header_lines})
+
+    def training_from(self, step: int) -> None:
+        """Say that training starts now from ``step`` (0, or the checkpoint it goes on from): ``sweet-rl status``
+        reads the rate of the steps since from the checkpoints it writes, and how long the rest will take."""
+        write_json_atomic(self.dir / EXPECTED, {"unit": "steps", "from_step": step,
+                                                "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
     def input_path(self, stage: str, output: str) -> Path:
         """A file written by an upstream stage (as named in its marker's ``outputs``)."""

@@ -127,7 +127,7 @@ def stage_collect(ctx: StageContext, gen: GenerationArguments, args: CollectArgu
         metrics={"mean_reward": _mean(rewards), "success_rate": _mean([float(t.succeeded()) for t in trajectories]),
                  "mean_turns": _mean([r.get("turns", 0) for r in records])},
         outputs={"trajectories": out.name},
-        info={"collector": stats},
+        info={"collector": stats, **({} if args.trajectories else {"policy": ctx.run.policy_model})},
     )
 
 

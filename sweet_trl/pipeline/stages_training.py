@@ -22,6 +22,8 @@ def _fit(ctx: StageContext, trainer: Any, output_dir: Path) -> dict[str, Any]:
     checkpoint = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
     if checkpoint:
         ctx.log(f"resuming training from {checkpoint}")
+    if trainer.is_world_process_zero():
+        ctx.training_from(int(checkpoint.rsplit("-", 1)[1]) if checkpoint else 0)
     trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model(str(output_dir))
     history = trainer.state.log_history

@@ -44,10 +44,13 @@ class StageStatus:
     summary: str
     linked_to: str | None = None
     stale: str | None = None  # done, but an input stage was made again since: which, in a few words
+    missing: tuple[str, ...] = ()  # done, but output files its marker names are gone (deleted, never copied over)
 
     def line(self, width: int) -> str:
-        state = self.state + (", linked" if self.linked_to else "") + (", stale" if self.stale else "")
+        state = (self.state + (", linked" if self.linked_to else "") + (", stale" if self.stale else "")
+                 + (", output missing" if self.missing else ""))
         summary = f"({self.stale}) {self.summary}" if self.stale else self.summary
+        summary = f"(no {', '.join(self.missing)}) {summary}" if self.missing else summary
         summary = f"-> {self.linked_to}: {summary}" if self.linked_to else summary
         minutes = "" if self.minutes is None else f"{self.minutes:.1f}"
         return f"{self.path:<{width}}  {state:<20} {minutes:>7}  {summary}"
@@ -89,6 +92,16 @@ def _short_summary(marker: Mapping[str, Any], limit: int = SUMMARY_LIMIT) -> str
     return text or "no counts"
 
 
+def policy_label(marker: Mapping[str, Any]) -> str | None:
+    """The policy an evaluation's marker names, short: a local model by its last folders (``sweet_best/round2/
+    train_policy_best``; an evaluation folder's own name is a hash of it), a Hub id or a run's name as it is."""
+    policy = (marker.get("info") or {}).get("policy")
+    if not isinstance(policy, str) or not policy:
+        return None
+    parts = [part for part in Path(policy).parts if part not in ("merged", "model", "/")]
+    return "/".join(parts[-3:]) if Path(policy).is_absolute() or len(parts) > 2 else policy
+
+
 def _lines(path: Path) -> int | None:
     try:
         with path.open("rb") as handle:
@@ -105,16 +118,47 @@ def records_so_far(folder: Path, skip: Sequence[str] = ()) -> str:
     return "; " + ", ".join(counts) if counts else ""
 
 
-def progress(folder: Path) -> tuple[str, tuple[str, ...]]:
+# the figures of a trainer's last logged step that say whether it is learning (a critic's, a policy's)
+TRAINING_FIGURES = ("loss", "pair_accuracy", "rewards/accuracies")
+
+
+def training_progress(folder: Path, now: datetime) -> str:
+    """A trainer's newest checkpoint: ``step N/M``, its last logged loss (and pair accuracy), and, from the steps
+    made since training started (``StageContext.training_from``), the time a step takes and the time left;
+    ``""`` without a checkpoint."""
+    states = []
+    for path in [*folder.glob("checkpoint-*/trainer_state.json"), *folder.glob("*/checkpoint-*/trainer_state.json")]:
+        state = _read(path)
+        if state is not None and isinstance(state.get("global_step"), int):
+            states.append((state["global_step"], path, state))
+    if not states:
+        return ""
+    step, path, state = max(states, key=lambda s: s[0])
+    total = state.get("max_steps")
+    text = f"; step {step}/{total} at its last checkpoint" if total else f"; step {step} at its last checkpoint"
+    logged = [row for row in state.get("log_history") or [] if isinstance(row, dict) and "loss" in row]
+    figures = [f"{key} {logged[-1][key]:.3f}" for key in TRAINING_FIGURES
+               if logged and isinstance(logged[-1].get(key), (int, float))]
+    text += f" ({', '.join(figures)})" if figures else ""
+    began = _read(folder / EXPECTED) or {}
+    started, first = _when(began.get("at")), began.get("from_step")
+    if began.get("unit") == "steps" and started is not None and isinstance(first, int) and step > first:
+        saved = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
+        per_step = (saved - started).total_seconds() / (step - first)
+        text += f"; {per_step:.1f} s a step since step {first}"
+        if total and per_step > 0:
+            left = max((total - step) * per_step - (now - saved).total_seconds(), 0.0)
+            text += f", about {left / 60:.0f} min left"
+    return text
+
+
+def progress(folder: Path, now: datetime | None = None) -> tuple[str, tuple[str, ...]]:
     """How far a running stage got, as far as its files tell cheaply (``""`` when they do not): a trainer's last
-    checkpoint ``step N/M``, or the rows written of those the stage said it has to do (``_EXPECTED.json``); and the
-    files read for it."""
-    states = [_read(path) or {} for path in [*folder.glob("checkpoint-*/trainer_state.json"),
-                                             *folder.glob("*/checkpoint-*/trainer_state.json")]]
-    steps = [(s.get("global_step"), s.get("max_steps")) for s in states if isinstance(s.get("global_step"), int)]
-    if steps:
-        step, total = max(steps, key=lambda s: s[0])
-        return f"; step {step}/{total} at its last checkpoint" if total else f"; step {step} at its last checkpoint", ()
+    checkpoint (:func:`training_progress`), or the rows written of those the stage said it has to do
+    (``_EXPECTED.json``); and the files read for it."""
+    trained = training_progress(folder, now or datetime.now(timezone.utc))
+    if trained:
+        return trained, ()
     expected = _read(folder / EXPECTED)  # what the stage said it has to do (StageContext.expect)
     if not isinstance(expected, dict) or not isinstance(expected.get("total"), int):
         return "", ()
@@ -160,13 +204,23 @@ def stale_reason(folder: Path, marker: Mapping[str, Any], memo: dict[Path, str |
     return reason
 
 
+def missing_outputs(folder: Path, marker: Mapping[str, Any]) -> tuple[str, ...]:
+    """The output files a finished stage's marker names that are not in its folder: a stage whose outputs were
+    deleted, or whose marker was copied or joined without them, is done in name only (a stage reading it fails)."""
+    outputs = marker.get("outputs")
+    names = [name for name in outputs.values() if isinstance(name, str)] if isinstance(outputs, dict) else []
+    return tuple(name for name in names if not (folder / name).exists())
+
+
 def stage_status(folder: Path, now: datetime, host: str,
                  memo: dict[Path, str | None] | None = None) -> StageStatus | None:
     """The state of one folder, or ``None`` when it is not a stage's (no marker of either kind)."""
     done, running = _read(folder / MARKER), _read(folder / RUNNING)
     if done is not None:
-        return StageStatus("", "done", float(done.get("seconds", 0.0)) / 60, _short_summary(done),
-                           stale=stale_reason(folder, done, memo))
+        policy = policy_label(done)
+        summary = f"policy {policy}: {_short_summary(done)}" if policy else _short_summary(done)
+        return StageStatus("", "done", float(done.get("seconds", 0.0)) / 60, summary,
+                           stale=stale_reason(folder, done, memo), missing=missing_outputs(folder, done))
     if running is None:
         return None
     minutes = _since(running.get("started_at"), now)
@@ -181,7 +235,7 @@ def stage_status(folder: Path, now: datetime, host: str,
                                                    f"{records_so_far(folder)}")
     if where != host:
         return StageStatus("", "running elsewhere?", minutes, f"pid {pid} on {where}")
-    how_far, counted = progress(folder)
+    how_far, counted = progress(folder, now)
     so_far = how_far + records_so_far(folder, skip=counted)
     if process_alive(pid):
         return StageStatus("", "running", minutes, f"pid {pid}, started {running.get('started_at')}{so_far}")
@@ -237,6 +291,7 @@ def format_status(stages: Sequence[StageStatus], root: Path) -> str:
     own_done = [s for s in stages if s.state == "done" and s.linked_to is None]
     count = {state: sum(s.state == state for s in stages) for state in ("running", "interrupted", "failed", "unknown")}
     count["stale"] = sum(s.stale is not None for s in stages)
+    count["with output missing"] = sum(bool(s.missing) for s in stages)
     lines.append(f"{len(own_done)} stages done here in {sum(s.minutes or 0.0 for s in own_done):.1f} min"
                  + "".join(f", {n} {state}" for state, n in count.items() if n))
     return "\n".join(lines)

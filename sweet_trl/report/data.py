@@ -60,11 +60,30 @@ class RunData:
         return {}
 
 
+def not_a_run(folder: Path) -> None:
+    """Refuse (``ValueError``, saying what to give instead) a folder whose report would be empty or misleading: a
+    stage's own folder, or a fair study's, whose arms and rounds are runs of their own."""
+    marker = folder / MARKER
+    if marker.is_file():
+        try:
+            parts = len(Path(str(json.loads(marker.read_text(encoding="utf-8")).get("dir") or ".")).parts)
+        except (OSError, json.JSONDecodeError):
+            parts = 1
+        run = folder.parents[max(parts - 1, 0)]
+        raise ValueError(f"{folder} is a stage's folder; the report is of the run that holds it: "
+                         f"sweet-rl report --run_dir {run}")
+    if (folder / "fair").is_dir() and (folder / "protocol").is_dir():
+        raise ValueError(f"{folder} is a fair study: `sweet-rl fair-report {folder}` prints its tables, `sweet-rl "
+                         f"status {folder}` its stages; each arm's round is a run of its own "
+                         f"(sweet-rl report --run_dir {folder}/fair/<arm>/round<N>)")
+
+
 def load_run(run_dir: str | Path) -> RunData:
     """Find every complete stage under ``run_dir`` (stage folders may nest one level, like ``evaluate/sweet``)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run folder at {run_dir}")
+    not_a_run(run_dir)
     data = RunData(run_dir=run_dir)
     for path in sorted(run_dir.glob(f"*/{MARKER}")) + sorted(run_dir.glob(f"*/*/{MARKER}")):
         try:

@@ -99,7 +99,8 @@ def render_report(data: RunData, examples: int = 6) -> str:
     """The whole report as an HTML string."""
     config = data.config
     total = sum(m.get("seconds", 0.0) for m in data.markers.values())
-    title = f"SWEET-RL run: {Path(str(config.get('run_dir', data.run_dir))).name}"
+    # the folder read, not the run_dir its stages were configured with (a run moved, or joined from others)
+    title = f"SWEET-RL run: {Path(data.run_dir).resolve().name}"
     header = (
         f"<h1>{esc(title)}</h1><p class='subtitle'>{esc(config.get('env_id', '?'))} · policy "
         f"{esc(config.get('policy_model', '?'))} · critic {esc(config.get('critic_model') or config.get('policy_model', '?'))}"

@@ -230,3 +230,39 @@ def write_results(study: Any, results: dict[str, Any], report: bool = True) -> P
     run_args = study.stage_options("collect", ["--run_dir", str(study.run_dir)])[0]
     write_report(run_args, ReportArguments(), study.out)
     return path
+
+
+def other_reader(results: Any) -> str:
+    """Which reader a results file is for, said where another refuses it (``""`` when none fits)."""
+    if not isinstance(results, dict):
+        return ""
+    for keys, command in ((("protocol", "arms"), "fair-report"), (("rankers", "ground_truth"), "credit-report"),
+                          (("policies", "study"), "study-report")):
+        if all(key in results for key in keys):
+            return f": it is read by `sweet-rl {command}`"
+    return ""
+
+
+def main(argv: Any = None) -> int:
+    """``sweet-rl study-report STUDY_JSON_OR_RUN_DIR...``: each ``sweet-rl study`` results file (or the
+    ``study.json`` of a run folder) as the table the study printed when it wrote it."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="sweet-rl study-report",
+                                     description="A `sweet-rl study` results JSON as the table the study prints "
+                                                 "(fair studies: sweet-rl fair-report; credit: sweet-rl credit-report).")
+    parser.add_argument("results", nargs="+", help="study JSON files, or run folders holding study.json")
+    args = parser.parse_args(argv)
+    texts = []
+    for name in args.results:
+        path = Path(name) / "study.json" if Path(name).is_dir() else Path(name)
+        if not path.is_file():
+            raise ValueError(f"{name} holds no study.json (`sweet-rl study` writes <run_dir>/study.json as its "
+                             "policies are evaluated)" if Path(name).is_dir() else f"{name}: no such file")
+        results = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(results, dict) or "policies" not in results or "study" not in results:
+            raise ValueError(f"{path} is not a `sweet-rl study` JSON (no policies or study settings)"
+                             + other_reader(results))
+        texts.append(f"### {path}\n\n{format_table(results)}")
+    print("\n\n".join(texts))
+    return 0

@@ -292,6 +292,8 @@ class Credit:
         scores = self.scores(rows, policy)
         result = credit_report(rows, scores, self.args, scaling_runs=self.scaling_runs(),
                                variant_runs=self.variant_runs())
+        # the ranking of the rows named without one (trained_with_c, untrained_with_c, scaling, variants)
+        result["settings"]["run_ranking"] = self.study.stage_options("rank", [])[1].ranking
         result["seconds"] = self.seconds_per_part()
         result["run_dir"] = str(self.run_dir)
         result["provenance"] = provenance(self.command)

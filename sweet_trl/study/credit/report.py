@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sweet_trl.study.results import other_reader
+
 KINDS = ("question", "answer")
 FIGURES = (("top1", "top-1", 100.0), ("pick_value", "pick value", 100.0), ("spearman", "Spearman", 1.0))
 
@@ -83,7 +85,9 @@ def markdown_tables(result: Mapping[str, Any], kinds: Sequence[str] = KINDS) -> 
     turns = f", question states at turns {settings['question_turns']}" if settings.get("question_turns") else ""
     lines = [f"N = {settings.get('N')} candidates x M = {settings.get('M')} continuations, up to "
              f"{settings.get('states_per_kind')} states per kind of turn{turns}; held out: {settings.get('held_out')}; "
-             f"run `{result.get('run_dir', '?')}`.", *_written_by(result.get("provenance")), "",
+             f"run `{result.get('run_dir', '?')}`"
+             + (f"; a critic's row without `:<ranking>` ranks by the run's `{settings['run_ranking']}`"
+                if settings.get("run_ranking") else "") + ".", *_written_by(result.get("provenance")), "",
              "| ground truth | states | tasks | one message only | distinct candidates (mean) | "
              "with value spread (scored) | continuations | mean value SE | spread that is the reply |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -163,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in [found for given in args.results for found in results_files(given)]:
         result = json.loads(Path(path).read_text(encoding="utf-8"))
         if not isinstance(result, dict) or "rankers" not in result or "ground_truth" not in result:
-            raise ValueError(f"{path} is not a credit file of `sweet-rl credit` (no rankers or ground_truth)")
+            raise ValueError(f"{path} is not a credit file of `sweet-rl credit` (no rankers or ground_truth)"
+                             + other_reader(result))
         texts.append(f"### {path}\n\n{markdown_tables(result, tuple(args.kind or KINDS))}")
     print("\n\n".join(texts))
     return 0

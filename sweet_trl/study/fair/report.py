@@ -10,7 +10,7 @@ from typing import Any
 
 from sweet_trl.study.fair.arms import COMPARED_WITH, START, SWEET_VARIANTS, UPDATE_STAGES
 from sweet_trl.study.protocol import ProtocolError, check_equal_compute, protocol_summary, running_code_state
-from sweet_trl.study.results import per_task_rows, policy_entry
+from sweet_trl.study.results import other_reader, per_task_rows, policy_entry
 from sweet_trl.study.stats import paired_difference, per_task_means
 
 PER_TASK_KEYS = ("task_id", "success_rate", "mean_reward", "episodes")
@@ -248,6 +248,8 @@ def markdown_tables(results: Mapping[str, Any]) -> str:
         for name, entry in results["comparisons"].items():
             lines.append(f"| {name} | {_points(entry['success'])} | {_points(entry['seen'])} | "
                          f"{_points(entry['unseen'])} |")
+    if results.get("aim") or (verdict := aim_verdict(results.get("comparisons") or {})):
+        lines += ["", aim_lines({settings.get("seed"): results.get("aim") or verdict}).split("\n- on every seed")[0]]
     if results.get("failed"):
         lines += ["", f"Failed arms: {results['failed']}"]
     return "\n".join(lines)
@@ -271,6 +273,9 @@ def test_rows_from_ledger(run_dir: str | Path) -> dict[str, list[dict[str, Any]]
     ``<run_dir>/protocol/test_reads.json``. For a study JSON written before it kept ``test_per_task``."""
     from sweet_trl.study.protocol import recorded_reads
 
+    if not Path(run_dir).is_dir():
+        raise ValueError(f"run folder {run_dir} does not exist (moved or deleted): the file's own figures are "
+                         "printed without --runs")
     read_by_arm = {str(read["arm"]): read.get("evaluation") for read in recorded_reads(run_dir)}
     return {arm: evaluation_rows(run_dir, arm, "test", evaluation) for arm, evaluation in read_by_arm.items()}
 
@@ -456,11 +461,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     for index, path in enumerate(map(results_file, args.results)):
         results = json.loads(Path(path).read_text(encoding="utf-8"))
         if not isinstance(results, dict) or "protocol" not in results or "arms" not in results:
-            raise ValueError(f"{path} is not a fair study's JSON (no protocol or arms)")
+            raise ValueError(f"{path} is not a fair study's JSON (no protocol or arms)" + other_reader(results))
         text = markdown_tables(results)
         if args.runs:
+            if not Path(args.runs[index]).is_dir():
+                raise ValueError(f"--runs: {args.runs[index]} (the run of {path}) does not exist (moved or deleted); "
+                                 "without --runs each file's own figures are printed")
             if not results.get("test_per_task"):
                 ledger = test_rows_from_ledger(args.runs[index])
+                unread = [arm for arm in results.get("test", {}) if arm not in ledger]
+                if unread:
+                    raise ValueError(f"the test-read ledger of {args.runs[index]} records no read of {unread} "
+                                     f"(the run of {path}?): its per-task test figures cannot be rebuilt")
                 results = {**results, "test_per_task": {arm: ledger[arm] for arm in results.get("test", {})}}
             if not results.get("validation_per_task"):  # a file written before it kept them
                 results = {**results, "validation_per_task": validation_rows(results, args.runs[index])}
@@ -499,9 +511,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         pooled.append(aim_lines({seed: aim_verdict(pooled_comparisons(part)["comparisons"] if len(part) > 1
                                                    else next(iter(part.values())).get("comparisons", {}))
                                  for seed, part in by_seed.items()}))
-        if all(results.get("validation_per_task") for results in files.values()):
+        without = [path for path, results in files.items() if not results.get("validation_per_task")]
+        if not without:
             pooled.append(pooled_table(pooled_comparisons(files, per_task_key="validation_per_task"),
                                        "validation (each arm's last round)"))
+        else:
+            pooled.append(f"Validation not pooled: {', '.join(without)} keep no per-task validation rows (written "
+                          "before they were kept); give each file's run folder with --runs")
         texts.append("### pooled\n\n" + "\n\n".join(pooled))
     print("\n\n".join(texts))
     return 0
