@@ -208,6 +208,53 @@ def compare(a: Evaluation, b: Evaluation, samples: int = DEFAULT_SAMPLES, level:
     }
 
 
+def by_template(a: Evaluation, b: Evaluation) -> list[dict[str, Any]]:
+    """Per template of the task ids (procedural families), each side's mean success and ``B - A`` in points, the
+    largest gain first: where an overall difference comes from (too few tasks a template for intervals)."""
+    from colbench_gym.tasks.procedural import task_part, task_template
+
+    success_b = {str(row["task_id"]): float(row["success_rate"]) for row in b.rows}
+    groups: dict[str, list[tuple[float, float]]] = {}
+    parts: dict[str, str | None] = {}
+    for row in a.rows:
+        task = str(row["task_id"])
+        name = task_template(task) or "(no template)"
+        groups.setdefault(name, []).append((float(row["success_rate"]), success_b[task]))
+        parts[name] = task_part(task)
+    out = []
+    for name, pairs in groups.items():
+        mean_a, mean_b = (SUCCESS_TO_PERCENT * sum(side) / len(pairs) for side in zip(*pairs))
+        out.append({"template": name, "part": parts[name], "tasks": len(pairs), "a": mean_a, "b": mean_b,
+                    "b_minus_a": mean_b - mean_a})
+    return sorted(out, key=lambda row: (-row["b_minus_a"], row["template"]))
+
+
+def moved_tasks(a: Evaluation, b: Evaluation) -> list[dict[str, Any]]:
+    """The tasks whose success differs between A and B, the largest gain first (``sweet-rl show FOLDER --task ID``
+    shows their dialogues)."""
+    success_b = {str(row["task_id"]): float(row["success_rate"]) for row in b.rows}
+    out = [{"task_id": str(row["task_id"]), "a": SUCCESS_TO_PERCENT * float(row["success_rate"]),
+            "b": SUCCESS_TO_PERCENT * success_b[str(row["task_id"])]} for row in a.rows]
+    return sorted((row for row in out if row["a"] != row["b"]), key=lambda row: (row["a"] - row["b"], row["task_id"]))
+
+
+def format_details(result: Mapping[str, Any], b: Evaluation) -> str:
+    """The ``--by-template`` and ``--by-task`` tables, as far as ``result`` holds them."""
+    lines = []
+    if result.get("by_template"):
+        width = max(len(row["template"]) for row in result["by_template"])
+        lines += ["", f"{'template':<{width}}  part    tasks  A success %  B success %  B - A points"]
+        lines += [f"{row['template']:<{width}}  {row['part'] or '-':<6}  {row['tasks']:>5}  {row['a']:>11.1f}  "
+                  f"{row['b']:>11.1f}  {row['b_minus_a']:>+12.1f}" for row in result["by_template"]]
+    if "moved_tasks" in result:
+        moved = result["moved_tasks"]
+        lines += ["", f"{len(moved)} of {result['tasks']} tasks moved (success %, A -> B), the largest gain first:"]
+        lines += [f"  {row['task_id']}  {row['a']:.0f} -> {row['b']:.0f}" for row in moved]
+        if moved:
+            lines.append(f"their dialogues: sweet-rl show {b.folder} --task {moved[0]['task_id']}")
+    return "\n" + "\n".join(lines) if lines else ""
+
+
 def _triple(values: Sequence[float], sign: str = "") -> str:
     mean, low, high = values
     return f"{mean:{sign}.1f} [{low:{sign}.1f}, {high:{sign}.1f}]"
@@ -250,6 +297,10 @@ def main(argv: Sequence[str] | None = None, stream: Any = None) -> int:
     parser.add_argument("--confidence", type=float, default=DEFAULT_LEVEL, help="level of the intervals")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
+    parser.add_argument("--by-template", action="store_true",
+                        help="also each template's success in A and B and B - A (procedural task families)")
+    parser.add_argument("--by-task", action="store_true",
+                        help="also the tasks whose success moved, A -> B, the largest gain first")
     # Every command takes the precision options (`$(python -m sweet_trl.precision)`); a comparison loads no model.
     for option in ("--bf16", "--fp16"):
         parser.add_argument(option, nargs="?", const="true", help=argparse.SUPPRESS)
@@ -257,11 +308,15 @@ def main(argv: Sequence[str] | None = None, stream: Any = None) -> int:
     args = parser.parse_args(argv)
     a, b = load_evaluation(args.a), load_evaluation(args.b)
     result = compare(a, b, samples=args.samples, level=args.confidence, seed=args.seed)
-    print(format_comparison(result, a, b), file=stream or sys.stdout, flush=True)
+    if args.by_template:
+        result["by_template"] = by_template(a, b)
+    if args.by_task:
+        result["moved_tasks"] = moved_tasks(a, b)
+    print(format_comparison(result, a, b) + format_details(result, b), file=stream or sys.stdout, flush=True)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
-__all__ = ["ComparisonError", "Evaluation", "check_comparable", "compare", "find_evaluation_folder",
-           "format_comparison", "format_evaluation", "intervals", "load_evaluation", "main"]
+__all__ = ["ComparisonError", "Evaluation", "by_template", "check_comparable", "compare", "find_evaluation_folder",
+           "format_comparison", "format_evaluation", "intervals", "load_evaluation", "main", "moved_tasks"]

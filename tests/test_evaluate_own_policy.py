@@ -314,6 +314,19 @@ def test_compare_splits_seen_and_unseen_templates_finds_a_studys_evaluation_and_
     result = json.loads(numbers.read_text())
     assert result["parts"]["unseen"]["b_minus_a"]["success"] == [0.0, 0.0, 0.0]
     assert result["settings_differ"] == {"sampling.temperature": [0.5, 1.0]}
+    assert "by_template" not in result and "moved_tasks" not in result  # asked for, not by default
+    # where the difference comes from: per template (the largest gain first), then the tasks that moved
+    assert cli.main(["compare", str(a), str(b), "--by-template", "--by-task", "--json", str(numbers)]) == 0
+    out = capsys.readouterr().out
+    table = out.split("B - A points\n")[1].split("\n\n")[0].splitlines()
+    assert [line.split() for line in table] == [[f"t{i}", "seen", "1", "0.0", "100.0", "+100.0"] for i in range(4)] + [
+        [f"u{i}", "unseen", "1", "0.0", "0.0", "+0.0"] for i in range(4)]
+    assert "4 of 8 tasks moved (success %, A -> B), the largest gain first:\n  proc-test-seen-t0-00000000  0 -> 100" in out
+    assert f"their dialogues: sweet-rl show {b} --task proc-test-seen-t0-00000000" in out
+    result = json.loads(numbers.read_text())
+    assert [row["task_id"] for row in result["moved_tasks"]] == seen
+    assert result["by_template"][0] == {"template": "t0", "part": "seen", "tasks": 1, "a": 0.0, "b": 100.0,
+                                        "b_minus_a": 100.0}
     # two evaluations in a study: both named, none picked
     _written_evaluation(tmp_path / "study" / "fair" / "rft" / "test" / "evaluate" / "merged-111111", start, 0.5)
     assert cli.main(["compare", str(tmp_path / "study"), str(b)]) == 2

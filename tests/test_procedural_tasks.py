@@ -32,6 +32,7 @@ from colbench_gym.tasks.procedural import (
     generate_tasks,
     load_procedural,
     task_part,
+    task_template,
     template_clashes,
 )
 
@@ -73,6 +74,15 @@ def test_sizes_templates_and_parts():
     assert first.count("unseen") == 8
     ids = [r["task_id"] for r in TRAIN + TEST]
     assert len(set(ids)) == len(ids)
+
+
+def test_every_task_id_names_its_template_for_every_family():
+    from colbench_gym.tasks.procedural import task_families
+
+    for name, (family, _) in task_families().items():
+        rows = [*family.load("train"), *family.load("validation"), *family.load("test"), *family.load("warm_start")]
+        assert all(task_template(r["task_id"]) == r["template"] for r in rows), name
+    assert task_template("proc-test-seen-") is None and task_template("someone-else-s-task") is None
 
 
 def test_deterministic_for_a_seed_and_different_across_seeds():

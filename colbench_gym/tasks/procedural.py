@@ -717,6 +717,15 @@ class TaskFamily:
                     return part
         return None
 
+    def task_template(self, task_id: str) -> str | None:
+        """The template's name in one of the family's task ids (``proc-test-seen-age_group-62eb49ba``), else None."""
+        for split in (*SPLITS, "warm"):
+            for part in ("seen", "unseen", "start"):
+                prefix = f"{self.id_prefix}-{split}-{part}-"
+                if task_id.startswith(prefix) and "-" in task_id[len(prefix):]:
+                    return task_id[len(prefix):].rsplit("-", 1)[0]
+        return None
+
 
 PROCEDURAL = TaskFamily("procedural", TRAIN_TEMPLATES, UNSEEN_TEMPLATES, VALIDATION_UNSEEN_TEMPLATES,
                         WARM_START_TEMPLATES)
@@ -795,4 +804,13 @@ def task_part(task_id: str) -> str | None:
         part = family.task_part(task_id)
         if part is not None:
             return part
+    return None
+
+
+def task_template(task_id: str) -> str | None:
+    """The template a task id of any task family was made from (``age_group``), else None."""
+    for family, _ in task_families().values():
+        name = family.task_template(task_id)
+        if name is not None:
+            return name
     return None
