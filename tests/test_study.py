@@ -838,8 +838,17 @@ def test_credit_scores_every_critic_against_monte_carlo_returns_and_resumes(tiny
                "--credit.value_function_epochs", "1", "--credit.bootstrap_samples", "200",
                "--credit.scaling", f"same={root / 'run'}", "--credit.variants", f"no_c={root / 'run' / 'no_privileged'}",
                "--credit.results_path", str(tmp_path / "credit.json")]
+    from sweet_trl.study.credit.command import Credit
+
+    told, expect = [], Credit.expect
+
+    def told_status(self, total, unit, path):  # what `sweet-rl status` reads while the continuations are played
+        expect(self, total, unit, path)
+        told.append(json.loads((self.folder / "_EXPECTED.json").read_text()))
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pipeline.models, "make_backend", make_backend)
+        patch.setattr(Credit, "expect", told_status)
         result = run_credit(root / "study.yaml", options, stream=io.StringIO())
         sampled = len(calls)
         again = run_credit(root / "study.yaml", options, stream=io.StringIO())
@@ -902,6 +911,17 @@ def test_credit_scores_every_critic_against_monte_carlo_returns_and_resumes(tiny
             if against_run[metric] is not None:
                 assert against_run[metric]["mean"] == pytest.approx(-run_against[metric]["mean"])
     assert set(variant["rankings"]) == {"run_ranking", "critic_advantage"}
+    # `sweet-rl status` lists the measurement as a stage: done, with what training adds first
+    from sweet_trl.pipeline.status import run_status
+
+    [measured] = [s for s in run_status(root / "run") if s.path == "credit"]
+    top1 = result["paired"]["trained_with_c - untrained_with_c"]["question_turns"]["top1"]
+    assert measured.state == "done" and not measured.missing and measured.minutes == pytest.approx(
+        sum(again["seconds"].values()) / 60)
+    assert measured.summary.startswith(f"question_top1_trained_minus_untrained={top1['mean']:.3f}")
+    assert told[0] == {"total": truth["question_turns"]["continuations"], "unit": "continuations",
+                       "file": "ground_truth/continuations.jsonl"}
+    assert not (root / "run" / "credit" / "_RUNNING.json").exists()
 
 
 def test_credit_prepare_runs_the_missing_stages_then_measures_and_a_second_call_runs_none(tmp_path):
@@ -955,8 +975,15 @@ def test_credit_prepare_runs_the_missing_stages_then_measures_and_a_second_call_
     for stage in ("collect", "credit/held_out/evaluate/zero_shot"):
         assert json.loads((run / stage / "_COMPLETE.json").read_text())["config"][0]["policy_model"] == warm, stage
     assert made > 0 and len(calls) == made  # the second call ran no stage and sampled nothing
+    # the measurement's own marker (`sweet-rl status` lists it) is rewritten by each call, as its JSON is
     assert {path.parent.relative_to(run).as_posix(): path.stat().st_mtime_ns
-            for path in run.rglob("_COMPLETE.json")} == markers
+            for path in run.rglob("_COMPLETE.json") if path.parent != run / "credit"} == {
+        stage: when for stage, when in markers.items() if stage != "credit"}
+    from sweet_trl.pipeline.status import run_status
+
+    # and the stages it prepared in its folder are listed under it
+    listed = {s.path: s.state for s in run_status(run)}
+    assert listed["credit"] == listed["credit/held_out/evaluate/zero_shot"] == "done"
     assert again == {**result, "seconds": again["seconds"]}
     # the states are the validation tasks' episodes, not the run's eval_tasks'
     held_out = {json.loads(line)["task_id"] for line in

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -554,6 +554,28 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         _push_if_asked(stage, args, stage_dir, marker, print_)
     _barrier()
     return marker
+
+
+@contextlib.contextmanager
+def seen_by_status(folder: Path) -> Iterator[None]:
+    """Markers for work that is not a stage but runs as long as one (``sweet-rl credit``'s measurement): within
+    it ``sweet-rl status`` sees ``folder`` running, then interrupted or failed (with its error) if it ends so; an
+    earlier ``_COMPLETE.json`` is removed on entry, since the work it stood for is being redone. The caller
+    writes ``_COMPLETE.json`` (:data:`MARKER`) when done, inside the block."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARKER).unlink(missing_ok=True)
+    (folder / FAILED).unlink(missing_ok=True)
+    (folder / EXPECTED).unlink(missing_ok=True)
+    write_json_atomic(folder / RUNNING, {"started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                         "pid": os.getpid(), "host": socket.gethostname()})
+    try:
+        yield
+    except Exception as error:
+        with contextlib.suppress(OSError):
+            _record_failure(folder, "", error)
+        raise
+    if (folder / MARKER).exists():
+        (folder / RUNNING).unlink(missing_ok=True)
 
 
 def _record_failure(stage_dir: Path, digest: str, error: Exception) -> None:

@@ -74,7 +74,8 @@ def _since(started_at: str | None, now: datetime) -> float | None:
 # What tells most of a stage's outcome comes first (a line is cut at SUMMARY_LIMIT); an error count follows them
 # when it is not zero, the other counts and metrics after, in the stage's own order, and zero error counts last.
 KEY_FIGURES = ("success_rate", "mean_reward", "pass@1", "train_loss", "pair_accuracy", "steps", "episodes", "pairs",
-               "turn_states", "candidates", "mean_reward_gap", "mean_candidate_advantage")
+               "turn_states", "candidates", "mean_reward_gap", "mean_candidate_advantage",
+               "question_top1_trained_minus_untrained", "answer_top1_trained_minus_untrained")  # the last: credit's
 SUMMARY_LIMIT = 110
 
 
@@ -256,9 +257,13 @@ def stage_folders(root: Path) -> Iterator[tuple[Path, bool]]:
     for folder, subfolders, files in os.walk(root):
         here = Path(folder)
         if MARKER in files or RUNNING in files:
-            subfolders[:] = []  # a stage's own folders (its model, its checkpoints) hold no stage
             yield here, False
-            continue
+            marker = _read(here / (MARKER if MARKER in files else RUNNING)) or {}
+            if "fingerprint" in marker:  # a stage's: its own folders (its model, its checkpoints) hold no stage
+                subfolders[:] = []
+                continue
+            # markers of work that is not a stage (runner.seen_by_status: `sweet-rl credit`, whose folder holds
+            # the held-out evaluation it prepares) do not hide the stages under them
         for name in sorted(subfolders):
             if (here / name).is_symlink():
                 yield here / name, True

@@ -31,6 +31,7 @@ import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -189,7 +190,7 @@ class Credit:
         rows = monte_carlo_values(self.folder / "ground_truth", trajectories, self.making("ground truth", backend),
                                   make_env, settings, env_id=run.env_id, max_turns=run.max_turns,
                                   sampling=models.sampling_params(gen), num_envs=gen.generation_batch_size,
-                                  max_new_tokens=gen.max_new_tokens)
+                                  max_new_tokens=gen.max_new_tokens, expect=self.expect)
         release()
         return rows
 
@@ -284,27 +285,58 @@ class Credit:
     # -- the result ----------------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
+        from sweet_trl.pipeline.runner import seen_by_status
+
         if self.args.prepare:
-            self.prepare()
-        policy = self.policy()
-        with self.timed("ground truth"):
-            rows = self.ground_truth(policy)
-        scores = self.scores(rows, policy)
-        result = credit_report(rows, scores, self.args, scaling_runs=self.scaling_runs(),
-                               variant_runs=self.variant_runs())
-        # the ranking of the rows named without one (trained_with_c, untrained_with_c, scaling, variants)
-        result["settings"]["run_ranking"] = self.study.stage_options("rank", [])[1].ranking
-        result["seconds"] = self.seconds_per_part()
-        result["run_dir"] = str(self.run_dir)
-        result["provenance"] = provenance(self.command)
-        text = json.dumps(result, indent=1)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / "critic_credit.json").write_text(text, encoding="utf-8")
-        if self.args.results_path:
-            Path(self.args.results_path).parent.mkdir(parents=True, exist_ok=True)
-            Path(self.args.results_path).write_text(text, encoding="utf-8")
+            self.prepare()  # stages of their own, each seen by `sweet-rl status` as it runs
+        with seen_by_status(self.folder):
+            started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            policy = self.policy()
+            with self.timed("ground truth"):
+                rows = self.ground_truth(policy)
+            scores = self.scores(rows, policy)
+            result = credit_report(rows, scores, self.args, scaling_runs=self.scaling_runs(),
+                                   variant_runs=self.variant_runs())
+            # the ranking of the rows named without one (trained_with_c, untrained_with_c, scaling, variants)
+            result["settings"]["run_ranking"] = self.study.stage_options("rank", [])[1].ranking
+            result["seconds"] = self.seconds_per_part()
+            result["run_dir"] = str(self.run_dir)
+            result["provenance"] = provenance(self.command)
+            text = json.dumps(result, indent=1)
+            (self.folder / "critic_credit.json").write_text(text, encoding="utf-8")
+            if self.args.results_path:
+                Path(self.args.results_path).parent.mkdir(parents=True, exist_ok=True)
+                Path(self.args.results_path).write_text(text, encoding="utf-8")
+            self.write_marker(result, started)
         print(format_report(result), file=self.out, flush=True)
         return result
+
+    def write_marker(self, result: Mapping[str, Any], started: str) -> None:
+        """``_COMPLETE.json`` as a stage's, so that ``sweet-rl status`` lists the measurement with its key figures:
+        what training adds at each kind of turn (top-1, trained minus untrained), the states scored, and the seconds
+        the parts took when they were made."""
+        from sweet_trl.pipeline.runner import MARKER, write_json_atomic
+
+        paired = result.get("paired", {}).get("trained_with_c - untrained_with_c", {})
+        metrics = {f"{kind}_top1_trained_minus_untrained": (paired.get(f"{kind}_turns", {}).get("top1") or {}).get("mean")
+                   for kind in ("question", "answer")}
+        counts = {f"{kind}_states": result.get("ground_truth", {}).get(f"{kind}_turns", {}).get("states")
+                  for kind in ("question", "answer")}
+        write_json_atomic(self.folder / MARKER, {
+            "stage": "credit", "dir": str(self.folder.relative_to(self.run_dir)), "started_at": started,
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "seconds": sum(result.get("seconds", {}).values()),
+            "counts": {k: v for k, v in counts.items() if v is not None},
+            "metrics": {k: v for k, v in metrics.items() if v is not None},
+            "outputs": {"results": "critic_credit.json"}, "info": {"command": self.command}})
+
+    def expect(self, total: int, unit: str, path: Path) -> None:
+        """Say how many rows of ``path`` (a file under the measurement's folder) a part has to write: ``sweet-rl
+        status`` counts them (the ground truth's continuations, the slow part)."""
+        from sweet_trl.pipeline.runner import EXPECTED, write_json_atomic
+
+        write_json_atomic(self.folder / EXPECTED, {"total": total, "unit": unit,
+                                                   "file": str(Path(path).relative_to(self.folder))})
 
     def scaling_runs(self) -> dict[str, dict[str, Any]]:
         """Per scaling label, how much data its critic saw (episodes collected, critic pairs)."""

@@ -213,12 +213,13 @@ CONTINUATION_FIELDS = ("returns", "first_replies")
 
 def monte_carlo_values(out_dir: Any, trajectories: Sequence[Mapping[str, Any]], backend: Any,
                        make_env: Callable[[], Any], settings: MonteCarloSettings, *, env_id: str, max_turns: int,
-                       sampling: Any, num_envs: int = 128, max_new_tokens: int = 48, progress: bool = True
-                       ) -> list[dict[str, Any]]:
+                       sampling: Any, num_envs: int = 128, max_new_tokens: int = 48, progress: bool = True,
+                       expect: Callable[[int, str, Path], None] | None = None) -> list[dict[str, Any]]:
     """The whole ground truth, cached in ``out_dir`` (see the module docstring): states, N candidates each (from
     ``backend``, the policy), their first steps, ``settings.continuations`` continuations of each by the policy,
     and the values. A finished folder made under the same ``settings`` is read back without any work; ``backend``
-    may then be a callable that returns one (loaded only when sampling is needed)."""
+    may then be a callable that returns one (loaded only when sampling is needed). ``expect(total, unit, file)`` is
+    told how many continuations the file will hold before they are played."""
     from sweet_trl.rollouts import collect
     from sweet_trl.study.critic_eval import read_with_settings, write_with_settings
     from sweet_trl.turn_pairs import TurnPairsConfig, sample_candidates
@@ -253,6 +254,8 @@ def monte_carlo_values(out_dir: Any, trajectories: Sequence[Mapping[str, Any]], 
     records: dict[int, Mapping[str, Any]] = {}
     if scripts:
         output = out_dir / "continuations.jsonl"
+        if expect is not None:
+            expect(len(scripts), "continuations", output)
         result = collect(policy, env_id=env_id, episodes=[(s.task_id, k) for k, s in enumerate(scripts)],
                          output=output, resume=output.exists(), num_envs=num_envs, sampling=sampling,
                          make_env=lambda: ReplayTurnState(make_env(), scripts), progress=progress,
