@@ -8,6 +8,7 @@
 
     sweet-rl show runs/fair_cpu/fair/sweet_best/round1/rank --task is_adult   # ranked candidates: what the critic prefers
     sweet-rl show runs/credit/critic_pairs --task pin_valid                  # the trajectory pairs the critic learns from
+    sweet-rl show runs/credit/credit_validation --task age_group -n 2        # Monte Carlo values and each ranker's order
 
 Each episode: its task and episode ids, reward and success, then the dialogue in order (the task's request, each
 agent message numbered by turn, each simulated human reply), then how it was graded (tests passed and the failed
@@ -16,6 +17,8 @@ The privileged information (the hidden reference the simulated human and the cri
 shown only with ``--reference``. A malformed line is reported with its number and skipped; ``-n 0`` shows every
 matching episode. Exit status: 0 shown, 1 no episode matches the filters, 2 a path with nothing to show.
 
+A ``sweet-rl credit`` folder (or its ``ground_truth``) shows its held-out turn states: the candidates from the highest
+Monte Carlo value down, with the place each ranker gives them and, at question turns, the human's first reply.
 A ``rank`` stage folder (or its ``ranked`` dataset) shows turn states instead: the last human message, then the
 candidates from the selector's first choice down, each with its ranking score, the critic's mean log-prob and the
 baseline it is measured against (copies of one message merged and counted). A ``critic_pairs`` stage folder (or its
@@ -31,7 +34,7 @@ import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -383,7 +386,91 @@ def show_pairs(path: Path, args: Any) -> int:
     return 0
 
 
+def credit_values(target: str) -> Path | None:
+    """The ground truth ``target`` names (a ``sweet-rl credit`` folder, its ``ground_truth`` folder, or its
+    ``values.jsonl``), else None."""
+    path = Path(target)
+    for found in (path / "ground_truth" / "values.jsonl", path / "values.jsonl", path):
+        if found.is_file() and found.name == "values.jsonl" and found.parent.name == "ground_truth":
+            return found
+    return None
+
+
+def ranker_scores(folder: Path) -> dict[str, dict[str, list[float]]]:
+    """Every ranker's scores kept in a credit folder's ``scores/`` (one file a ranker, ``:`` written ``__``), by
+    state id."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for path in sorted(folder.glob("*.jsonl")):
+        rows = jsonl_rows(path, "a ranker's scores", lambda row: "state_id" in row and "scores" in row
+                          or set(row) == {"settings"})  # the first line: what made the scores
+        out[path.stem.replace("__", ":")] = {str(row["state_id"]): row["scores"] for row in rows if "state_id" in row}
+    return out
+
+
+def places(scores: Sequence[float]) -> list[int]:
+    """Each candidate's place in a ranker's order (1: its pick; ties share the better place)."""
+    return [1 + sum(other > score for other in scores) for score in scores]
+
+
+def format_credit_state(row: dict[str, Any], rankers: Mapping[str, Mapping[str, list[float]]], width: int,
+                        max_lines: int | None, reference: bool) -> str:
+    """One held-out turn state of the ground truth: the human's last message, then its candidates from the highest
+    Monte Carlo value down, each with its standard error, the place each ranker gives it and, at a question turn,
+    the human's first reply to it (what the value mostly rides on)."""
+    values, errors = row["values"], row.get("value_se") or []
+    spread = max(values) - min(values) if values else 0.0
+    lines = [f"=== {row['state_id']}  ({row.get('kind')} turn, agent turn {int(row.get('turn', 0)) + 1}; "
+             f"values {min(values):.3f}-{max(values):.3f}{', exact' if all(row.get('exact') or [False]) else ''})",
+             "(no spread: every ranker is right here; the figures count only states whose values differ)"
+             if spread == 0 else ""]
+    last_human = next((m for m in reversed(row["prompt"]) if m["role"] == "user"), None)
+    if last_human is not None:
+        lines.append(block("", render_dialogue([last_human], instructions=True), width, max_lines))
+    names = [name for name, by_state in rankers.items() if row["state_id"] in by_state]
+    letters = "".join(chr(ord("A") + i) for i in range(len(names)))
+    lines.append(f"  value    SE  {' '.join(letters)}  candidate (A.. the place each ranker gives it, 1 its pick)")
+    placed = {name: places(rankers[name][row["state_id"]]) for name in names}
+    replies = row.get("first_replies") or []
+    for i in sorted(range(len(values)), key=lambda i: (-values[i], i)):
+        se = _number(errors, i)
+        head = (f"  {values[i]:.3f} {'exact' if math.isnan(se) or (row.get('exact') or [False])[i] else f'{se:.3f}':>5}"
+                f"  {' '.join(str(placed[name][i]) if placed[name][i] < 10 else '+' for name in names)}  ")
+        text = wrapped(str(row["candidates"][i]), max(width - len(head), 20), max_lines)
+        lines += [head + text[0], *(" " * len(head) + line for line in text[1:])]
+        said = next(iter(replies[i]), None) if i < len(replies) and replies[i] else None
+        if said is not None and row.get("kind") == "question":
+            reply = wrapped(f"-> Human: {said}", max(width - len(head), 20), max_lines)
+            lines += [" " * len(head) + line for line in reply]
+    if reference:
+        lines += ["", "Reference (privileged: the critic reads it, the policy does not):",
+                  *("    " + line for line in wrapped(str(row.get("privileged")), width - 4, max_lines))]
+    return "\n".join(lines)
+
+
+def show_credit(path: Path, args: Any) -> int:
+    if args.failed or args.succeeded:
+        raise ShowError("--failed and --succeeded pick episodes; the ground truth's states are picked with --task "
+                        "and -n")
+    rows = [row for row in jsonl_rows(path, "a valued turn state", lambda row: "state_id" in row and "values" in row
+                                      or set(row) == {"settings"})  # the first line: the ground truth's settings
+            if "state_id" in row and (args.task is None or args.task in str(row.get("task_id")))]
+    if not rows:
+        raise ShowError(f"no valued turn state in {path}" + (f" of a task matching {args.task!r}" if args.task
+                                                              else ""), status=1)
+    rankers = ranker_scores(path.parent.parent / "scores")
+    shown = rows if args.n == 0 else rows[:args.n]
+    width = terminal_width(args)
+    print(f"{path}: {len(rows)} turn states{' matching' if args.task else ''}, showing {len(shown)}; rankers: "
+          + (", ".join(f"{chr(ord('A') + i)} {name}" for i, name in enumerate(rankers)) or "none scored yet") + "\n")
+    print("\n\n".join(format_credit_state(row, rankers, width, None if args.full else args.lines, args.reference)
+                      for row in shown))
+    return 0
+
+
 def show(args: Any) -> int:
+    values = credit_values(args.target)
+    if values is not None:
+        return show_credit(values, args)
     ranked = ranked_dataset(args.target)
     if ranked is not None:
         return show_ranked(ranked, args)
@@ -424,7 +511,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description="A run's dialogues as a person reads them: each episode's ids, "
                                                  "reward, messages in order and grading.")
     parser.add_argument("target", help="a trajectories JSONL file, a stage folder holding one, a run folder, a rank "
-                                       "stage folder (its ranked candidates) or a critic_pairs one (its pairs)")
+                                       "stage folder (its ranked candidates), a critic_pairs one (its pairs) or a "
+                                       "sweet-rl credit folder (its states' Monte Carlo values and rankers)")
     parser.add_argument("--task", help="only tasks whose id contains this text")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--failed", action="store_true", help="only episodes that did not succeed")
