@@ -396,20 +396,27 @@ def credit_values(target: str) -> Path | None:
     return None
 
 
-def ranker_scores(folder: Path) -> dict[str, dict[str, list[float]]]:
+def ranker_scores(folder: Path, ground_truth: Mapping[str, Any] | None) -> dict[str, dict[str, list[float]]]:
     """Every ranker's scores kept in a credit folder's ``scores/`` (one file a ranker, ``:`` written ``__``), by
-    state id."""
+    state id; a file made for another ground truth (other settings: a stale file) is left out."""
     out: dict[str, dict[str, list[float]]] = {}
     for path in sorted(folder.glob("*.jsonl")):
         rows = jsonl_rows(path, "a ranker's scores", lambda row: "state_id" in row and "scores" in row
                           or set(row) == {"settings"})  # the first line: what made the scores
+        made_for = next((row["settings"].get("ground_truth") for row in rows
+                         if "settings" in row and isinstance(row["settings"], dict)), None)
+        if ground_truth is not None and made_for is not None and made_for != ground_truth:
+            continue
         out[path.stem.replace("__", ":")] = {str(row["state_id"]): row["scores"] for row in rows if "state_id" in row}
     return out
 
 
-def places(scores: Sequence[float]) -> list[int]:
-    """Each candidate's place in a ranker's order (1: its pick; ties share the better place)."""
-    return [1 + sum(other > score for other in scores) for score in scores]
+def places(scores: Sequence[Any]) -> list[int | None]:
+    """Each candidate's place in a ranker's order (1: its pick; ties share the better place); ``None`` for a
+    candidate it could not score (the figures leave those out too)."""
+    finite = [float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None for x in scores]
+    return [None if score is None else 1 + sum(other is not None and other > score for other in finite)
+            for score in finite]
 
 
 def format_credit_state(row: dict[str, Any], rankers: Mapping[str, Mapping[str, list[float]]], width: int,
@@ -426,15 +433,23 @@ def format_credit_state(row: dict[str, Any], rankers: Mapping[str, Mapping[str, 
     last_human = next((m for m in reversed(row["prompt"]) if m["role"] == "user"), None)
     if last_human is not None:
         lines.append(block("", render_dialogue([last_human], instructions=True), width, max_lines))
-    names = [name for name, by_state in rankers.items() if row["state_id"] in by_state]
-    letters = "".join(chr(ord("A") + i) for i in range(len(names)))
-    lines.append(f"  value    SE  {' '.join(letters)}  candidate (A.. the place each ranker gives it, 1 its pick)")
-    placed = {name: places(rankers[name][row["state_id"]]) for name in names}
+    # every ranker keeps its letter (A, B, ... in the order of the header) whether or not it scored this state
+    letters = {name: chr(ord("A") + i) for i, name in enumerate(rankers)}
+    placed = {name: places(by_state[row["state_id"]]) for name, by_state in rankers.items()
+              if len(by_state.get(row["state_id"]) or []) == len(values)}
+    lines.append(f"  value    SE  {' '.join(letters[name] for name in placed)}  candidate (A.. the place each ranker "
+                 "gives it, 1 its pick)")
     replies = row.get("first_replies") or []
+    exact = row.get("exact") or []
+
+    def place(name: str, i: int) -> str:
+        at = placed[name][i]
+        return "-" if at is None else str(at) if at < 10 else "+"
+
     for i in sorted(range(len(values)), key=lambda i: (-values[i], i)):
         se = _number(errors, i)
-        head = (f"  {values[i]:.3f} {'exact' if math.isnan(se) or (row.get('exact') or [False])[i] else f'{se:.3f}':>5}"
-                f"  {' '.join(str(placed[name][i]) if placed[name][i] < 10 else '+' for name in names)}  ")
+        error = "exact" if _number(exact, i, False) else "n/a" if math.isnan(se) else f"{se:.3f}"
+        head = f"  {values[i]:.3f} {error:>5}  {' '.join(place(name, i) for name in placed)}  "
         text = wrapped(str(row["candidates"][i]), max(width - len(head), 20), max_lines)
         lines += [head + text[0], *(" " * len(head) + line for line in text[1:])]
         said = next(iter(replies[i]), None) if i < len(replies) and replies[i] else None
@@ -457,7 +472,13 @@ def show_credit(path: Path, args: Any) -> int:
     if not rows:
         raise ShowError(f"no valued turn state in {path}" + (f" of a task matching {args.task!r}" if args.task
                                                               else ""), status=1)
-    rankers = ranker_scores(path.parent.parent / "scores")
+    with path.open(encoding="utf-8") as handle:
+        try:
+            first = json.loads(handle.readline())
+        except json.JSONDecodeError:
+            first = {}
+    settings = first.get("settings") if isinstance(first, dict) and isinstance(first.get("settings"), dict) else None
+    rankers = ranker_scores(path.parent.parent / "scores", settings)
     shown = rows if args.n == 0 else rows[:args.n]
     width = terminal_width(args)
     print(f"{path}: {len(rows)} turn states{' matching' if args.task else ''}, showing {len(shown)}; rankers: "

@@ -316,17 +316,28 @@ def test_compare_splits_seen_and_unseen_templates_finds_a_studys_evaluation_and_
     assert result["settings_differ"] == {"sampling.temperature": [0.5, 1.0]}
     assert "by_template" not in result and "moved_tasks" not in result  # asked for, not by default
     # where the difference comes from: per template (the largest gain first), then the tasks that moved
-    assert cli.main(["compare", str(a), str(b), "--by-template", "--by-task", "--json", str(numbers)]) == 0
+    mixed = {**{task: 0.0 for task in seen}, **{task: 1.0 for task in unseen}}
+    after = {seen[0]: 0.5, seen[1]: 1.0, seen[2]: 0.0, seen[3]: 0.0, unseen[0]: 0.0, unseen[1]: 1.0,
+             unseen[2]: 1.0, unseen[3]: 0.5}  # t1 gains most, t0 less, u0 loses most, u3 less
+    before = _written_evaluation(tmp_path / "before" / "evaluate" / "x", mixed, 1.0)
+    later = _written_evaluation(tmp_path / "later" / "evaluate" / "y", after, 1.0)
+    assert cli.main(["compare", str(before), str(later), "--by-template", "--by-task", "--json", str(numbers)]) == 0
     out = capsys.readouterr().out
     table = out.split("B - A points\n")[1].split("\n\n")[0].splitlines()
-    assert [line.split() for line in table] == [[f"t{i}", "seen", "1", "0.0", "100.0", "+100.0"] for i in range(4)] + [
-        [f"u{i}", "unseen", "1", "0.0", "0.0", "+0.0"] for i in range(4)]
-    assert "4 of 8 tasks moved (success %, A -> B), the largest gain first:\n  proc-test-seen-t0-00000000  0 -> 100" in out
-    assert f"their dialogues: sweet-rl show {b} --task proc-test-seen-t0-00000000" in out
+    assert [line.split() for line in table] == [
+        ["t1", "seen", "1", "0.0", "100.0", "+100.0"], ["t0", "seen", "1", "0.0", "50.0", "+50.0"],
+        ["t2", "seen", "1", "0.0", "0.0", "+0.0"], ["t3", "seen", "1", "0.0", "0.0", "+0.0"],  # a tie: by name
+        ["u1", "unseen", "1", "100.0", "100.0", "+0.0"], ["u2", "unseen", "1", "100.0", "100.0", "+0.0"],
+        ["u3", "unseen", "1", "100.0", "50.0", "-50.0"], ["u0", "unseen", "1", "100.0", "0.0", "-100.0"]]
+    moved = out.split("the largest gain first:\n")[1].splitlines()[:4]
+    assert [line.split() for line in moved] == [[seen[1], "0", "->", "100"], [seen[0], "0", "->", "50"],
+                                                [unseen[3], "100", "->", "50"], [unseen[0], "100", "->", "0"]]
+    assert "4 of 8 tasks moved (success %, A -> B)" in out
+    assert f"their dialogues: sweet-rl show {later} --task {seen[1]}" in out
     result = json.loads(numbers.read_text())
-    assert [row["task_id"] for row in result["moved_tasks"]] == seen
-    assert result["by_template"][0] == {"template": "t0", "part": "seen", "tasks": 1, "a": 0.0, "b": 100.0,
-                                        "b_minus_a": 100.0}
+    assert [row["task_id"] for row in result["moved_tasks"]] == [seen[1], seen[0], unseen[3], unseen[0]]
+    assert result["by_template"][1] == {"template": "t0", "part": "seen", "tasks": 1, "a": 0.0, "b": 50.0,
+                                        "b_minus_a": 50.0}
     # two evaluations in a study: both named, none picked
     _written_evaluation(tmp_path / "study" / "fair" / "rft" / "test" / "evaluate" / "merged-111111", start, 0.5)
     assert cli.main(["compare", str(tmp_path / "study"), str(b)]) == 2

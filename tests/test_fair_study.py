@@ -234,6 +234,8 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
     gone = str(tiny_fair["root"] / "moved_away")  # a run folder deleted since: said, not a traceback
     assert main(["fair-report", *paths, "--pooled", "--runs", gone, str(tiny_fair["run"])]) == 2
     assert f"--runs: {gone} (the run of {paths[0]}) does not exist" in capsys.readouterr().err
+    assert main(["fair-report", paths[1], "--runs", gone]) == 0  # a file that holds every row needs no run folder
+    capsys.readouterr()
     elsewhere = tiny_fair["root"] / "another_run"  # a folder whose ledger never read these arms
     elsewhere.mkdir(exist_ok=True)
     assert main(["fair-report", paths[0], "--runs", str(elsewhere)]) == 2
@@ -241,7 +243,7 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
     unpooled = {k: v for k, v in other.items() if k != "validation_per_task"}
     Path(paths[1]).write_text(json.dumps(unpooled))
     assert main(["fair-report", str(core), paths[1], "--pooled"]) == 0
-    assert f"Validation not pooled: {paths[1]} keep no per-task validation rows" in capsys.readouterr().out
+    assert f"Validation not pooled: {paths[1]} keeps no per-task validation rows" in capsys.readouterr().out
     Path(paths[1]).write_text(json.dumps(other))
     assert main(["fair-report", *paths, "--pooled", "--runs", str(tiny_fair["run"]), str(tiny_fair["run"])]) == 0
     text = capsys.readouterr().out

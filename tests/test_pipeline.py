@@ -405,7 +405,8 @@ def test_status_tells_done_running_interrupted_and_linked_stages_apart(tmp_path,
     (run_dir / "evaluate" / "zero_shot").mkdir(parents=True)  # a stage running now, in this very process
     (run_dir / "evaluate" / "zero_shot" / "_RUNNING.json").write_text(json.dumps(marker))
     (run_dir / "evaluate" / "zero_shot" / "trajectories.jsonl").write_text("{}\n{}\n{}\n")  # three episodes so far
-    (run_dir / "collect" / "model").mkdir()  # a stage's own folders are not listed
+    (run_dir / "collect" / "model").mkdir()  # a stage's own folders are not listed, nor looked into
+    (run_dir / "collect" / "model" / MARKER).write_text(json.dumps({"dir": "collect/model", "seconds": 1}))
     other = tmp_path / "other"
     other.mkdir()
     (other / "collect").symlink_to(run_dir / "collect")
@@ -808,11 +809,13 @@ def test_interrupted_training_resumes_from_its_last_checkpoint(tiny_run, tmp_pat
     stage_dir = tmp_path / "run" / "train_policy"
     assert not (stage_dir / MARKER).exists()
     assert [p.name for p in (stage_dir / "model").glob("checkpoint-*")] == ["checkpoint-2"]  # save_total_limit 1
+    assert json.loads((stage_dir / "_EXPECTED.json").read_text())["from_step"] == 0  # status's rate starts here
 
     out = io.StringIO()  # a new process: the options parsed again
     args = pipeline._parse(pipeline.STAGES["train_policy"], config, options)
     marker = run_stage(pipeline.STAGES["train_policy"], args, stream=out)
     assert "resuming training from" in out.getvalue() and "checkpoint-2" in out.getvalue()
+    assert json.loads((stage_dir / "_EXPECTED.json").read_text())["from_step"] == 2  # the steps since the resume
     assert saved_at == [1, 2, 3, 4]  # the second run saved at steps 3 and 4 only: steps 1 and 2 were not redone
     assert marker["counts"]["steps"] == 4
     history = json.loads((stage_dir / "log_history.json").read_text())

@@ -162,6 +162,11 @@ def test_report_takes_the_run_folder_as_status_does_and_refuses_a_stage_or_a_fai
     assert f"is a stage's folder; the report is of the run that holds it: sweet-rl report --run_dir {moved}" \
         in capsys.readouterr().err
     assert not (moved / "evaluate" / "sweet" / "report.html").exists()
+    with pytest.MonkeyPatch.context() as patch:  # named from inside the run, relative to where one stands
+        patch.chdir(moved / "evaluate")
+        assert main(["report", "sweet"]) == 2
+    assert f"the report is of the run that holds it: sweet-rl report --run_dir {moved.resolve()}" \
+        in capsys.readouterr().err
     fair = tmp_path / "fair_run"
     for folder in ("protocol", "fair/sweet_best/round1", "warm_start"):
         (fair / folder).mkdir(parents=True)

@@ -233,29 +233,32 @@ def test_a_credit_folder_shows_each_states_candidates_by_value_with_each_rankers
     question = {"state_id": "proc-validation-seen-is_adult-1/1000/turn0", "task_id": "proc-validation-seen-is_adult-1",
                 "kind": "question", "turn": 0, "prompt": prompt, "privileged": "def is_adult(age): return age > 28",
                 "candidates": ["Which age counts?", "Anything else?", "What is the minimum age?"],
-                "values": [0.5, 0.0, 0.9], "value_se": [0.1, 0.0, 0.05], "exact": [False] * 3,
+                "values": [0.5, 0.0, 0.9], "value_se": [None, 0.0, 0.05], "exact": [False] * 3,
                 "first_replies": [["More than 28."], ["I don't know."], ["More than 28."]]}
     answer = {**question, "state_id": "proc-validation-seen-is_adult-2/1000/turn1", "kind": "answer", "turn": 1,
               "task_id": "proc-validation-seen-is_adult-2", "candidates": ["I WANT TO ANSWER: a", "I WANT TO ANSWER: b"],
               "values": [0.3, 0.3], "value_se": [0.0, 0.0], "exact": [True, True], "first_replies": [[], []]}
-    settings = {"settings": {"num_candidates": 3}}  # each file's first line: what made it
+    truth = {"num_candidates": 3}  # each file's first line says what made it
     (credit / "ground_truth" / "values.jsonl").write_text(
-        "".join(json.dumps(row) + "\n" for row in (settings, question, answer)))
-    for name, scores in (("trained_with_c", [0.1, -1.0, 2.0]), ("untrained_with_c__critic_advantage", [3.0, 1.0, 2.0])):
+        "".join(json.dumps(row) + "\n" for row in ({"settings": truth}, question, answer)))
+    # a tie shares the better place; a candidate a ranker could not score (None) has none
+    for name, scores, made_for in (("trained_with_c", [0.1, -1.0, 2.0], truth),
+                                   ("untrained_with_c__critic_advantage", [2.0, None, 2.0], truth),
+                                   ("from_an_older_ground_truth", [0.0, 1.0, 2.0], {"num_candidates": 8})):
         (credit / "scores" / f"{name}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in (
-            settings, {"state_id": question["state_id"], "scores": scores})))
+            {"settings": {"ground_truth": made_for}}, {"state_id": question["state_id"], "scores": scores})))
 
     status, out, err = show(capsys, credit, "-n", "0", "--width", "100")
     assert status == 0 and err == ""  # the settings lines are no rows, and not reported as bad ones
-    assert "2 turn states, showing 2; rankers: A trained_with_c, B untrained_with_c:critic_advantage" in out
+    assert "2 turn states, showing 2; rankers: A trained_with_c, B untrained_with_c:critic_advantage\n" in out
     first = out.split("=== ")[1]
     assert first.startswith("proc-validation-seen-is_adult-1/1000/turn0  (question turn, agent turn 1; "
                             "values 0.000-0.900)")
     rows = [line.split() for line in first.splitlines() if line.startswith("  0.")]
     # from the highest value down: its SE, then the place each ranker gives it (1: its pick), then the candidate
-    assert rows == [["0.900", "0.050", "1", "2", "What", "is", "the", "minimum", "age?"],
-                    ["0.500", "0.100", "2", "1", "Which", "age", "counts?"],
-                    ["0.000", "0.000", "3", "3", "Anything", "else?"]]
+    assert rows == [["0.900", "0.050", "1", "1", "What", "is", "the", "minimum", "age?"],
+                    ["0.500", "n/a", "2", "1", "Which", "age", "counts?"],  # one continuation: no SE
+                    ["0.000", "0.000", "3", "-", "Anything", "else?"]]
     assert first.count("-> Human: More than 28.") == 2 and "-> Human: I don't know." in first
     second = out.split("=== ")[2]
     assert "(answer turn, agent turn 2; values 0.300-0.300, exact)" in second and "no spread" in second

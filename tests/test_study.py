@@ -982,8 +982,12 @@ def test_credit_prepare_runs_the_missing_stages_then_measures_and_a_second_call_
     from sweet_trl.pipeline.status import run_status
 
     # and the stages it prepared in its folder are listed under it
-    listed = {s.path: s.state for s in run_status(run)}
-    assert listed["credit"] == listed["credit/held_out/evaluate/zero_shot"] == "done"
+    listed = {s.path: s for s in run_status(run)}
+    assert listed["credit"].state == listed["credit/held_out/evaluate/zero_shot"].state == "done"
+    assert listed["credit"].stale is None
+    critic = json.loads((run / "train_critic" / "_COMPLETE.json").read_text())  # the critic made again since
+    (run / "train_critic" / "_COMPLETE.json").write_text(json.dumps({**critic, "run_id": "another run"}))
+    assert {s.path: s.stale for s in run_status(run)}["credit"] == "train_critic changed since"
     assert again == {**result, "seconds": again["seconds"]}
     # the states are the validation tasks' episodes, not the run's eval_tasks'
     held_out = {json.loads(line)["task_id"] for line in

@@ -508,6 +508,7 @@ def run_stage(stage: Stage, args: Sequence[Any], stream: Any = None) -> dict[str
         write_json_atomic(stage_dir / RUNNING, {"fingerprint": digest, "started_at": started_at,
                                                 "pid": os.getpid(), "host": socket.gethostname()})
         (stage_dir / FAILED).unlink(missing_ok=True)  # an earlier attempt's failure: this attempt tells its own
+        (stage_dir / EXPECTED).unlink(missing_ok=True)  # and its progress: this attempt says what it has to do
     _barrier()
 
     context = StageContext(stage=label, dir=stage_dir, run=RunView(run, ("env_id", *stage.run_fields)),
@@ -561,13 +562,14 @@ def seen_by_status(folder: Path) -> Iterator[None]:
     """Markers for work that is not a stage but runs as long as one (``sweet-rl credit``'s measurement): within
     it ``sweet-rl status`` sees ``folder`` running, then interrupted or failed (with its error) if it ends so; an
     earlier ``_COMPLETE.json`` is removed on entry, since the work it stood for is being redone. The caller
-    writes ``_COMPLETE.json`` (:data:`MARKER`) when done, inside the block."""
+    writes ``_COMPLETE.json`` (:data:`MARKER`, with ``"holds_stages": true`` when stages run in its folder) when
+    done, inside the block."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MARKER).unlink(missing_ok=True)
     (folder / FAILED).unlink(missing_ok=True)
     (folder / EXPECTED).unlink(missing_ok=True)
     write_json_atomic(folder / RUNNING, {"started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                                         "pid": os.getpid(), "host": socket.gethostname()})
+                                         "pid": os.getpid(), "host": socket.gethostname(), "holds_stages": True})
     try:
         yield
     except Exception as error:

@@ -3,11 +3,13 @@
     sweet-rl status runs/fair_cpu          # every stage under the folder, studies' rounds and arms included
     sweet-rl status runs/credit --running  # only what is running, was interrupted or failed
 
-Each stage folder is one line: ``done`` with its minutes and key figures (``done, stale`` when an input stage was
-made again since: the command that made it would run it again), ``running`` (its process is alive on this machine)
-with how long it has run and how far it got, ``interrupted`` (its process is gone: the same command resumes it),
-``failed`` with the error it raised, or ``linked`` when the folder is another run's stage, shown as it stands
-there. Long studies run in the background; this is how a researcher sees, without reading logs, which of their
+Each stage folder is one line: ``done`` with its minutes and key figures (an evaluation's with the policy it
+evaluated; ``done, stale`` when an input stage was made again since: the command that made it would run it again;
+``output missing`` when files its marker names are gone), ``running`` (its process is alive on this machine) with
+how long it has run and how far it got (a trainer: its last checkpoint's step and loss, the time a step takes and
+the time left), ``interrupted`` (its process is gone: the same command resumes it), ``failed`` with the error it
+raised, or ``linked`` when the folder is another run's stage, shown as it stands there. ``sweet-rl credit``'s
+measurement is listed as a stage of its run. Long studies run in the background; this is how a researcher sees, without reading logs, which of their
 stages finished and what each cost.
 """
 
@@ -99,7 +101,9 @@ def policy_label(marker: Mapping[str, Any]) -> str | None:
     policy = (marker.get("info") or {}).get("policy")
     if not isinstance(policy, str) or not policy:
         return None
-    parts = [part for part in Path(policy).parts if part not in ("merged", "model", "/")]
+    parts = list(Path(policy).parts)
+    while len(parts) > 1 and parts[-1] in ("merged", "model"):  # a stage's model folder: the stage names it
+        parts.pop()
     return "/".join(parts[-3:]) if Path(policy).is_absolute() or len(parts) > 2 else policy
 
 
@@ -146,8 +150,10 @@ def training_progress(folder: Path, now: datetime) -> str:
     if began.get("unit") == "steps" and started is not None and isinstance(first, int) and step > first:
         saved = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
         per_step = (saved - started).total_seconds() / (step - first)
+        if per_step <= 0:  # the file's clock behind the writer's (another machine's disk): no rate to tell
+            return text
         text += f"; {per_step:.1f} s a step since step {first}"
-        if total and per_step > 0:
+        if total:
             left = max((total - step) * per_step - (now - saved).total_seconds(), 0.0)
             text += f", about {left / 60:.0f} min left"
     return text
@@ -259,11 +265,11 @@ def stage_folders(root: Path) -> Iterator[tuple[Path, bool]]:
         if MARKER in files or RUNNING in files:
             yield here, False
             marker = _read(here / (MARKER if MARKER in files else RUNNING)) or {}
-            if "fingerprint" in marker:  # a stage's: its own folders (its model, its checkpoints) hold no stage
+            if not marker.get("holds_stages"):  # a stage's own folders (its model, its checkpoints) hold no stage
                 subfolders[:] = []
                 continue
-            # markers of work that is not a stage (runner.seen_by_status: `sweet-rl credit`, whose folder holds
-            # the held-out evaluation it prepares) do not hide the stages under them
+            # work that is not a stage says it holds some (runner.seen_by_status: `sweet-rl credit`, whose folder
+            # holds the held-out evaluation it prepares): they are listed under it
         for name in sorted(subfolders):
             if (here / name).is_symlink():
                 yield here / name, True

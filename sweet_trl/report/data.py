@@ -63,6 +63,7 @@ class RunData:
 def not_a_run(folder: Path) -> None:
     """Refuse (``ValueError``, saying what to give instead) a folder whose report would be empty or misleading: a
     stage's own folder, or a fair study's, whose arms and rounds are runs of their own."""
+    folder = folder.resolve()  # `sweet-rl report .` inside a stage: its run is found among the parents
     marker = folder / MARKER
     if marker.is_file():
         try:

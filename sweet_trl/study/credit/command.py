@@ -322,13 +322,22 @@ class Credit:
                    for kind in ("question", "answer")}
         counts = {f"{kind}_states": result.get("ground_truth", {}).get(f"{kind}_turns", {}).get("states")
                   for kind in ("question", "answer")}
+        # the run's stages it read, as a stage records its inputs: made again since, `status` calls it stale
+        read = {}
+        for name in ("warm_start", "collect", "train_critic", "no_privileged/train_critic"):
+            path = self.run_dir / name / MARKER
+            if path.is_file():
+                read[name] = json.loads(path.read_text(encoding="utf-8"))
         write_json_atomic(self.folder / MARKER, {
             "stage": "credit", "dir": str(self.folder.relative_to(self.run_dir)), "started_at": started,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "seconds": sum(result.get("seconds", {}).values()),
             "counts": {k: v for k, v in counts.items() if v is not None},
             "metrics": {k: v for k, v in metrics.items() if v is not None},
-            "outputs": {"results": "critic_credit.json"}, "info": {"command": self.command}})
+            "outputs": {"results": "critic_credit.json"}, "info": {"command": self.command},
+            "inputs": {name: marker.get("fingerprint") for name, marker in read.items()},
+            "input_runs": {name: marker.get("run_id") for name, marker in read.items()},
+            "holds_stages": True})  # --credit.prepare's held-out evaluation runs in its folder
 
     def expect(self, total: int, unit: str, path: Path) -> None:
         """Say how many rows of ``path`` (a file under the measurement's folder) a part has to write: ``sweet-rl

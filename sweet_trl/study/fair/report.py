@@ -94,8 +94,9 @@ def aim_verdict(comparisons: Mapping[str, Any]) -> dict[str, Any] | None:
     return {**AIM, "variants": variants, "met": any(v["met"] for v in variants.values())}
 
 
-def aim_lines(verdicts: Mapping[Any, Mapping[str, Any] | None]) -> str:
-    """One line per seed (``verdicts``: seed -> :func:`aim_verdict`) and whether the aim holds on every seed."""
+def aim_lines(verdicts: Mapping[Any, Mapping[str, Any] | None], every_seed: bool = True) -> str:
+    """One line per seed (``verdicts``: seed -> :func:`aim_verdict`) and, with ``every_seed``, whether the aim holds
+    on every seed."""
     lines = [f"Aim: SWEET-RL's best variant at least {AIM['points'] * 100:.0f} points of success above iterated RFT on "
              f"{AIM['templates']} test templates, interval above 0, on every seed."]
     for seed, verdict in verdicts.items():
@@ -106,7 +107,7 @@ def aim_lines(verdicts: Mapping[Any, Mapping[str, Any] | None]) -> str:
                             for name, v in verdict["variants"].items())
         lines.append(f"- seed {seed}: {figures}: **{'met' if verdict['met'] else 'not met'}**")
     known = [v for v in verdicts.values() if v is not None]
-    if known:
+    if known and every_seed:
         every = len(known) == len(verdicts) and all(v["met"] for v in known)
         lines.append(f"- on every seed: **{'met' if every else 'not met'}**")
     return "\n".join(lines)
@@ -248,8 +249,9 @@ def markdown_tables(results: Mapping[str, Any]) -> str:
         for name, entry in results["comparisons"].items():
             lines.append(f"| {name} | {_points(entry['success'])} | {_points(entry['seen'])} | "
                          f"{_points(entry['unseen'])} |")
-    if results.get("aim") or (verdict := aim_verdict(results.get("comparisons") or {})):
-        lines += ["", aim_lines({settings.get("seed"): results.get("aim") or verdict}).split("\n- on every seed")[0]]
+    verdict = aim_verdict(results.get("comparisons") or {})  # today's AIM (a file's stored `aim` is its writer's)
+    if verdict is not None:
+        lines += ["", aim_lines({settings.get("seed"): verdict}, every_seed=False)]
     if results.get("failed"):
         lines += ["", f"Failed arms: {results['failed']}"]
     return "\n".join(lines)
@@ -463,7 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not isinstance(results, dict) or "protocol" not in results or "arms" not in results:
             raise ValueError(f"{path} is not a fair study's JSON (no protocol or arms)" + other_reader(results))
         text = markdown_tables(results)
-        if args.runs:
+        needs_run = not results.get("test_per_task") or not results.get("validation_per_task")
+        if args.runs and needs_run:
             if not Path(args.runs[index]).is_dir():
                 raise ValueError(f"--runs: {args.runs[index]} (the run of {path}) does not exist (moved or deleted); "
                                  "without --runs each file's own figures are printed")
@@ -516,8 +519,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             pooled.append(pooled_table(pooled_comparisons(files, per_task_key="validation_per_task"),
                                        "validation (each arm's last round)"))
         else:
-            pooled.append(f"Validation not pooled: {', '.join(without)} keep no per-task validation rows (written "
-                          "before they were kept); give each file's run folder with --runs")
+            pooled.append(f"Validation not pooled: {', '.join(without)} {'keeps' if len(without) == 1 else 'keep'} "
+                          "no per-task validation rows (written before they were kept); give each file's run folder "
+                          "with --runs")
         texts.append("### pooled\n\n" + "\n\n".join(pooled))
     print("\n\n".join(texts))
     return 0
