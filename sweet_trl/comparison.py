@@ -172,9 +172,15 @@ def settings_differences(a: Evaluation, b: Evaluation) -> dict[str, list[Any]]:
             out.update(flat(value, f"{name}.") if isinstance(value, Mapping) else {name: value})
         return out
 
+    def episodes(evaluation: Evaluation) -> Any:  # per task, from the rows: kept by every evaluation
+        counts = sorted({int(row["episodes"]) for row in evaluation.rows})
+        return counts[0] if len(counts) == 1 else counts
+
     flat_a, flat_b = flat(a.settings), flat(b.settings)
-    if not flat_a or not flat_b:
-        return {}  # an evaluation written before its settings were kept
+    if flat_a and flat_b:  # an evaluation written before its settings were kept has none to compare
+        flat_a["episodes_per_task"], flat_b["episodes_per_task"] = episodes(a), episodes(b)
+    else:
+        flat_a, flat_b = {"episodes_per_task": episodes(a)}, {"episodes_per_task": episodes(b)}
     return {key: [flat_a.get(key), flat_b.get(key)] for key in sorted(flat_a.keys() | flat_b.keys())
             if flat_a.get(key) != flat_b.get(key)}
 

@@ -278,6 +278,16 @@ def test_pipeline_refuses_unknown_stages_and_options(tmp_path):
         pipeline.run_pipeline(path, ["--trian_critic.max_steps", "3"])
 
 
+@pytest.mark.parametrize("command", [["pipeline", "--config", "demo_cpu"], ["study", "--config", "study_cpu"],
+                                     ["credit", "--config", "study_cpu"],
+                                     ["fair-study", "--config", "fair_cpu", "--fair.plan", "true"]])
+def test_a_misspelt_stage_option_is_refused_before_any_stage_runs(command, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert cli.main([*command, "--run_dir", str(run_dir), "--train_policy.nll_coeff", "1.0"]) == 2
+    assert "train_policy: unknown arguments: ['--nll_coeff', '1.0']" in capsys.readouterr().err
+    assert not run_dir.exists()  # nothing ran, not even the warm start
+
+
 def test_stages_from_the_command_line_import_pair_and_skip(tmp_path, capsys):
     """`sweet-rl collect --trajectories` imports rollouts (no model); `critic-pairs` pairs them; both skip when
     run again; a stage whose input is missing says which command to run first."""

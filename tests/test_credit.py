@@ -407,3 +407,16 @@ def test_a_results_file_is_not_rewritten_without_the_rows_it_holds(tmp_path):
     path.write_text("not json")
     with pytest.raises(ConfigError, match="is not a credit results file"):
         check_results_path(CreditArguments(results_path=str(path)))
+
+
+@pytest.mark.parametrize(("options", "refusal"), [
+    ({"held_out_tasks": "procedural:test"}, "is a test split: settings are chosen on a validation split's states"),
+    ({"held_out_tasks": "procedural:validation", "held_out": "episodes.jsonl"}, "name the states twice"),
+    ({"num_candidates": 1}, "num_candidates must be >= 2"),
+    ({"scaling": ["3x"]}, "scaling entries are label=run_dir"),
+    ({"train_variants": ["a b=--beta 1"]}, "train_variants labels name folders")])
+def test_credit_arguments_refuse_what_would_measure_the_wrong_thing(options, refusal):
+    from sweet_trl.study.credit.arguments import CreditArguments
+
+    with pytest.raises(ValueError, match=refusal):
+        CreditArguments(**options)

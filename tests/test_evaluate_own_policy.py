@@ -338,6 +338,11 @@ def test_compare_splits_seen_and_unseen_templates_finds_a_studys_evaluation_and_
     assert [row["task_id"] for row in result["moved_tasks"]] == [seen[1], seen[0], unseen[3], unseen[0]]
     assert result["by_template"][1] == {"template": "t0", "part": "seen", "tasks": 1, "a": 0.0, "b": 50.0,
                                         "b_minus_a": 50.0}
+    # episodes per task are part of what B - A measures too (their rows tell it, whatever settings were kept)
+    rows = json.loads((later / "per_task.json").read_text())
+    (later / "per_task.json").write_text(json.dumps([{**row, "episodes": 4} for row in rows]))
+    assert cli.main(["compare", str(before), str(later)]) == 0
+    assert "Run under other settings (part of the difference): episodes_per_task 2 / 4" in capsys.readouterr().out
     # two evaluations in a study: both named, none picked
     _written_evaluation(tmp_path / "study" / "fair" / "rft" / "test" / "evaluate" / "merged-111111", start, 0.5)
     assert cli.main(["compare", str(tmp_path / "study"), str(b)]) == 2

@@ -281,6 +281,8 @@ def test_a_plan_says_where_each_arm_would_run_and_touches_nothing(tiny_fair):
     assert run_fair_study(tiny_fair["path"], ["--fair.plan", "true"], stream=out) == {
         "plan": {arm: "complete" for arm in ["start", *ARMS]}}
     assert "every stage is complete" in out.getvalue()
+    assert (f"[plan] the test tasks read once per arm at the end, recorded in {tiny_fair['run'] / 'protocol'}; "
+            f"results written to {tiny_fair['run'] / 'fair' / 'fair_study.json'}") in out.getvalue()
     out = io.StringIO()
     plan = run_fair_study(tiny_fair["path"], ["--fair.plan", "true", "--fair.gradient_steps", "4"], stream=out)["plan"]
     # every arm's first training stage would run again; the start's stages are complete
@@ -302,12 +304,39 @@ def test_a_second_test_read_is_refused_unless_forced_and_then_recorded(tiny_fair
 
     ledger = tiny_fair["run"] / "protocol" / "test_reads.json"
     before = ledger.read_text()
-    other_seed = ["--evaluate.eval_seed", "77", "--fair.arms", "rft"]  # a new test evaluation of the same arm
+    other_seed = ["--evaluate.eval_seed", "77", "--fair.arms", "rft",  # a new test evaluation of the same arm
+                  "--fair.results_path", str(tiny_fair["root"] / "results" / "rft_again.json")]
     with pytest.raises(ProtocolError, match="already read the test tasks"):
         run_fair_study(tiny_fair["path"], other_seed, stream=io.StringIO())
     assert ledger.read_text() == before  # refused before evaluating: nothing recorded
     forced = run_fair_study(tiny_fair["path"], [*other_seed, "--fair.force_test_read", "true"], stream=io.StringIO())
     assert forced["protocol"]["test_reads"]["rft"] == 2 and forced["protocol"]["forced_reads"]["rft"] == 1
+
+
+def test_a_results_file_holding_what_the_run_would_not_write_again_is_refused_before_any_stage(tiny_fair, tmp_path):
+    from dataclasses import replace
+
+    from sweet_trl.study.fair import run_fair_study
+    from sweet_trl.study.fair.config import FairStudyArguments
+    from sweet_trl.study.fair.report import check_results_path
+    from sweet_trl.study.protocol import ProtocolError
+
+    path = tiny_fair["root"] / "results" / "fair_study.json"
+    before = path.read_text()
+    with pytest.raises(ProtocolError, match=r"holds arms this run does not run \(best_random, best_untrained, "):
+        run_fair_study(tiny_fair["path"], ["--fair.arms", "rft"], stream=io.StringIO())
+    with pytest.raises(ProtocolError, match=r"holds test reads and this run reads validation only"):
+        run_fair_study(tiny_fair["path"], ["--fair.read_test", "false"], stream=io.StringIO())
+    with pytest.raises(ProtocolError, match=f"holds the figures of the run in {tiny_fair['run']}, not of "):
+        run_fair_study(tiny_fair["path"], ["--run_dir", str(tmp_path / "another_run")], stream=io.StringIO())
+    assert path.read_text() == before and not (tmp_path / "another_run").exists()  # refused before anything ran
+    args = FairStudyArguments(arms=["rft"], results_path=str(path))
+    check_results_path(replace(args, overwrite_results=True), tiny_fair["run"])  # asked for: allowed
+    check_results_path(replace(args, plan=True), tiny_fair["run"])  # a plan writes nothing
+    check_results_path(replace(args, results_path=str(tmp_path / "new.json")), tiny_fair["run"])  # a new file
+    (tmp_path / "other.json").write_text("{}")
+    with pytest.raises(ProtocolError, match="it is not a fair study's JSON"):
+        check_results_path(replace(args, results_path=str(tmp_path / "other.json")), tiny_fair["run"])
 
 
 def test_the_fair_study_refuses_bad_configurations(tiny_fair):
@@ -362,7 +391,8 @@ def test_fair_report_versus_compares_the_same_arms_of_two_runs_task_by_task(tiny
     for path, data in zip(paths, (base, other)):
         path.write_text(json.dumps(data))
     assert main(["fair-report", *map(str, paths), "--versus"]) == 0
-    assert f"| rft: wide - first | {expected * 100:+.1f} [" in capsys.readouterr().out.split("### versus")[1]
+    text = capsys.readouterr().out
+    assert f"| rft: wide - first | {expected * 100:+.1f} [" in text.split("### versus")[1]
     moved = copy.deepcopy(other)
     moved["test_per_task"]["rft"] = moved["test_per_task"]["rft"][1:]
     with pytest.raises(ValueError, match="read other test tasks"):
@@ -371,13 +401,19 @@ def test_fair_report_versus_compares_the_same_arms_of_two_runs_task_by_task(tiny
     spent["arms"]["rft"]["gradient_steps"] += 1
     with pytest.raises(ValueError, match="spent other compute"):
         versus_comparisons(base, spent)
+    assert "on validation (each arm's last round), " in text.split("### versus")[1]  # both files keep those too
     assert main(["fair-report", str(paths[0]), "--versus"]) == 2  # two files, not one
     assert "the run changed from, then the changed run" in capsys.readouterr().err
-    older = copy.deepcopy(base)
-    del older["test_per_task"]  # a file written before per-task figures were kept: named, with what to do
-    paths[0].write_text(json.dumps(older))
+    validation_only = copy.deepcopy(base)
+    del validation_only["test_per_task"]  # two runs that chose settings: compared on validation only
+    paths[0].write_text(json.dumps(validation_only))
+    assert main(["fair-report", *map(str, paths), "--versus"]) == 0
+    versus_text = capsys.readouterr().out.split("### versus")[1]
+    assert "on validation (each arm's last round), " in versus_text and "on test, " not in versus_text
+    del validation_only["validation_per_task"]  # a file written before per-task figures were kept: said
+    paths[0].write_text(json.dumps(validation_only))
     assert main(["fair-report", *map(str, paths), "--versus"]) == 2
-    assert f"{paths[0]} has no per-task test figures" in capsys.readouterr().err
+    assert "do not both hold per-task test or validation figures" in capsys.readouterr().err
     # a run folder stands for the JSON it holds
     assert main(["fair-report", str(tiny_fair["run"])]) == 0
     assert f"### {tiny_fair['run'] / 'fair' / 'fair_study.json'}" in capsys.readouterr().out

@@ -962,6 +962,10 @@ def test_credit_prepare_runs_the_missing_stages_then_measures_and_a_second_call_
         patch.setattr(pipeline.models, "make_backend", make_backend)
         with pytest.raises(StageError, match=r"--credit.prepare true"):
             run_credit(tmp_path / "run.yaml", options, stream=io.StringIO())
+        # another run's critic, named but not trained: said before anything is prepared or sampled
+        with pytest.raises(StageError, match=f"--credit.scaling 2x={tmp_path / 'other'}: .* is not a finished critic"):
+            run_credit(tmp_path / "run.yaml", [*options, "--credit.prepare", "true",
+                                               "--credit.scaling", f"2x={tmp_path / 'other'}"], stream=io.StringIO())
         assert calls == [] and not (run / "collect").exists()
         result = run_credit(tmp_path / "run.yaml", [*options, "--credit.prepare", "true"], stream=io.StringIO())
         made = len(calls)

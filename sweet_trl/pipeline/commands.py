@@ -423,6 +423,9 @@ def run_pipeline(config_path: str | os.PathLike | None, cli_args: Sequence[str] 
     def stage_cli(name: str) -> list[str]:
         return filter_cli_args(shared, known[name]) + per_section.get(name, [])
 
+    for name in order:  # a misspelt --<stage>.<option> is refused before the first stage runs
+        if name in STAGES:
+            _parse(STAGES[name], config, stage_cli(name), prog=f"sweet-rl {STAGES[name].command}")
     started = time.perf_counter()
     markers: dict[str, dict[str, Any]] = {}
     run = None

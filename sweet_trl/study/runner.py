@@ -106,6 +106,9 @@ class Study:
         refuse_unread_options(shared, per_section, self.known, list(STAGES), f"sweet-rl {command or self.command}",
                               None if command else self.section)
         self.run_dir = Path(self.stage_options("collect", [])[0].run_dir)
+        for name in per_section:  # a misspelt --<stage>.<option> is refused now, not hours in when the stage runs
+            if name in STAGES:
+                self.stage_options(name, [])
         self.markers: dict[str, dict[str, Any]] = {}
         self.failed: dict[str, str] = {}  # method -> why it could not be trained or evaluated
         self.critic_selection: dict[str, Any] | None = None

@@ -100,6 +100,10 @@ class CreditArguments:
         if self.held_out and self.held_out_tasks:
             raise ValueError("held_out (episodes) and held_out_tasks (tasks to play them on) name the states twice: "
                              "give one")
+        if self.held_out_tasks and self.held_out_tasks.endswith(":test"):
+            raise ValueError(f"held_out_tasks {self.held_out_tasks!r} is a test split: settings are chosen on a "
+                             "validation split's states (procedural:validation); the test tasks' states are the "
+                             "run's own zero-shot evaluation (no held_out option)")
         for option, value in (("scaling", "run_dir"), ("variants", "run_dir"), ("train_variants", "options")):
             for entry in getattr(self, option):
                 if "=" not in entry or not entry.split("=", 1)[0] or not entry.split("=", 1)[1]:
@@ -118,11 +122,14 @@ class CreditArguments:
         """``(label, train-critic options)`` of each ``train_variants`` entry."""
         return [(entry.split("=", 1)[0], shlex.split(entry.split("=", 1)[1])) for entry in self.train_variants]
 
+    def variants_named(self) -> list[tuple[str, Path]]:
+        """``(label, run folder)`` of each critic ``variants`` names (trained elsewhere, before this command)."""
+        return [(entry.split("=", 1)[0], Path(entry.split("=", 1)[1])) for entry in self.variants]
+
     def variant_folders(self, run_dir: Path) -> list[tuple[str, Path]]:
         """``(label, run folder)`` of every variant critic: those named by ``variants`` and those ``train_variants``
         trains in ``<run_dir>/variant_<label>``."""
-        named = [(entry.split("=", 1)[0], Path(entry.split("=", 1)[1])) for entry in self.variants]
-        return [*named, *((label, run_dir / f"variant_{label}") for label, _ in self.trained_variants())]
+        return [*self.variants_named(), *((label, run_dir / f"variant_{label}") for label, _ in self.trained_variants())]
 
 
 def check_results_path(args: CreditArguments) -> None:

@@ -170,6 +170,10 @@ class Credit:
             zero_shot = self.marker(evaluated / "evaluate" / "zero_shot")
             trajectories = read_trajectories(evaluated / zero_shot["dir"] / zero_shot["outputs"]["trajectories"])
             source = zero_shot["run_id"]
+            tasks_read = zero_shot["config"][0].get("eval_tasks") if zero_shot.get("config") else None
+            if not self.args.held_out_tasks and str(tasks_read).endswith(":test"):
+                self.log(f"the states are of the run's zero-shot evaluation on {tasks_read}: a final read; choose "
+                         "settings on --credit.held_out_tasks procedural:validation")
         settings = MonteCarloSettings(states_per_kind=self.args.states_per_kind,
                                       num_candidates=self.args.num_candidates, continuations=self.args.continuations,
                                       temperature=gen.temperature, seed=self.args.seed, policy=policy,
@@ -285,8 +289,16 @@ class Credit:
     # -- the result ----------------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
+        from sweet_trl.pipeline import StageError
         from sweet_trl.pipeline.runner import seen_by_status
 
+        # the other runs' critics are read after the ground truth (the slow part): a missing one is said now
+        for option, label, run_dir in [*(("scaling", *entry.split("=", 1)) for entry in self.args.scaling),
+                                       *(("variants", label, str(folder))
+                                         for label, folder in self.args.variants_named())]:
+            if not (Path(run_dir) / "train_critic" / "_COMPLETE.json").is_file():
+                raise StageError(f"--credit.{option} {label}={run_dir}: {Path(run_dir) / 'train_critic'} is not a "
+                                 "finished critic (sweet-rl train-critic --run_dir ... trains one there)")
         if self.args.prepare:
             self.prepare()  # stages of their own, each seen by `sweet-rl status` as it runs
         with seen_by_status(self.folder):

@@ -43,7 +43,11 @@ class FairStudyArguments:
         bootstrap_samples (`int`, *optional*, defaults to `10000`):
             Resamples of the tasks for every interval.
         results_path (`str` or `None`, *optional*, defaults to `None`):
-            Also write the JSON here (for example `benchmarks/results/fair_study_seed0.json`).
+            Also write the JSON here (for example `benchmarks/results/fair_study_seed0.json`). An existing file that
+            holds another run's figures, test reads where this run reads none, or arms this run does not run is
+            refused before any stage runs.
+        overwrite_results (`bool`, *optional*, defaults to `False`):
+            Overwrite the results file even then.
         plan (`bool`, *optional*, defaults to `False`):
             Say what the command would run, and run nothing: every complete stage is read back, each arm stops at
             the first stage that would run (not complete, or its settings or inputs changed) and says which; no
@@ -62,6 +66,7 @@ class FairStudyArguments:
     seed: int = 0
     bootstrap_samples: int = 10_000
     results_path: str | None = None
+    overwrite_results: bool = False
     plan: bool = False
 
     def __post_init__(self) -> None:

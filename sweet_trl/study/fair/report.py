@@ -172,6 +172,32 @@ def format_table(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def check_results_path(args: Any, run_dir: Path) -> None:
+    """Refuse (``ProtocolError``), before any stage runs, to overwrite a results file that holds what this run
+    would not write again: another run's figures (its ``settings.run_dir``), test reads where this run reads only
+    validation, or arms this run does not run. ``--fair.overwrite_results true`` overwrites anyway."""
+    path = Path(args.results_path) if args.results_path else None
+    if path is None or args.overwrite_results or args.plan or not path.exists():
+        return
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        earlier = {"unreadable": str(err)}
+    settings = earlier.get("settings") if isinstance(earlier, dict) else None
+    if not isinstance(settings, dict) or "protocol" not in earlier:
+        why = "it is not a fair study's JSON"
+    elif settings.get("run_dir") and Path(str(settings["run_dir"])).resolve() != Path(run_dir).resolve():
+        why = f"it holds the figures of the run in {settings['run_dir']}, not of {run_dir}"
+    elif (earlier.get("protocol") or {}).get("test_reads") and not args.read_test:
+        why = "it holds test reads and this run reads validation only (--fair.read_test false)"
+    elif lost := sorted(set(earlier.get("arms") or {}) - set(args.arms)):
+        why = f"it holds arms this run does not run ({', '.join(lost)})"
+    else:
+        return
+    raise ProtocolError(f"fair.results_path {path}: {why}; writing it would replace them. Name another file "
+                        "(--fair.results_path) or --fair.overwrite_results true")
+
+
 def write_fair_results(study: Any, results: Mapping[str, Any]) -> Path:
     text = json.dumps(results, indent=1, default=str)
     path = study.folder / "fair_study.json"
@@ -402,18 +428,21 @@ def pooled_table(pooled: Mapping[str, Any], where: str = "test") -> str:
     return comparisons_table(pooled["comparisons"], f"on {where}, {label}")
 
 
-def versus_comparisons(base: Mapping[str, Any], other: Mapping[str, Any], samples: int = 10_000, seed: int = 0
-                       ) -> dict[str, Any]:
+def versus_comparisons(base: Mapping[str, Any], other: Mapping[str, Any], samples: int = 10_000, seed: int = 0,
+                       per_task_key: str = "test_per_task") -> dict[str, Any]:
     """The arms two runs share, each run's against the other's on the same test tasks: ``other - base`` per arm,
-    paired by task (a run that changed one thing, the train templates say, against the run it changed). Refused
-    (``ValueError``) when the runs read other test tasks, an arm spent other compute, or no arm is in both."""
-    rows_a, rows_b = base.get("test_per_task") or {}, other.get("test_per_task") or {}
+    paired by task (a run that changed one thing, the train templates say, against the run it changed); with
+    ``per_task_key="validation_per_task"``, on the validation tasks (each arm's last round). Refused
+    (``ValueError``) when the runs read other tasks, an arm spent other compute, or no arm is in both."""
+    rows_a, rows_b = base.get(per_task_key) or {}, other.get(per_task_key) or {}
+    split = per_task_key.split("_")[0]
     arms = [arm for arm in rows_a if arm in rows_b]
     if not arms:
-        raise ValueError("the two files share no arm with per-task test figures: nothing to compare")
+        raise ValueError(f"the two files share no arm with per-task {split} figures: nothing to compare")
     for arm in arms:
         if {r["task_id"] for r in rows_a[arm]} != {r["task_id"] for r in rows_b[arm]}:
-            raise ValueError(f"arm {arm} read other test tasks in the two runs: a paired comparison needs the same")
+            raise ValueError(f"arm {arm} read other {split} tasks in the two runs: a paired comparison needs the "
+                             "same")
         spent_a, spent_b = ({k: v for k, v in f.get("arms", {}).get(arm, {}).items() if k != "stage_seconds"}
                             for f in (base, other))
         if spent_a and spent_b and spent_a != spent_b:
@@ -489,14 +518,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError("--versus compares two files: the run changed from, then the changed run (each arm "
                              "of the second is compared against the same arm of the first)")
         (name_a, base), (name_b, other) = files.items()
-        for name, results in files.items():
-            if not results.get("test_per_task"):
-                raise ValueError(f"{name} has no per-task test figures (written before they were kept): give its "
-                                 "run folder with --runs, or a file joined from its parts (--join)")
-        table = comparisons_table({f"{arm}: {Path(name_b).stem} - {Path(name_a).stem}": entry
-                                   for arm, entry in versus_comparisons(base, other).items()},
-                                  f"on test, {name_b} against {name_a}")
-        texts.append("### versus\n\n" + table)
+        tables = []
+        for key, split in (("test_per_task", "test"), ("validation_per_task", "validation (each arm's last round)")):
+            if all(results.get(key) for results in files.values()):
+                tables.append(comparisons_table(
+                    {f"{arm}: {Path(name_b).stem} - {Path(name_a).stem}": entry
+                     for arm, entry in versus_comparisons(base, other, per_task_key=key).items()},
+                    f"on {split}, {name_b} against {name_a}"))
+        if not tables:
+            raise ValueError("the two files do not both hold per-task test or validation figures (written before "
+                             "they were kept): give their run folders with --runs, or files joined from their "
+                             "parts (--join)")
+        texts.append("### versus\n\n" + "\n\n".join(tables))
     if args.join:
         if len(files) < 2:
             raise ValueError("--join needs two or more files of one seed's run")

@@ -33,6 +33,7 @@ from typing import Any
 from sweet_trl.pipeline_config import ConfigError
 from sweet_trl.study.fair.arms import ARMS, START, Arm
 from sweet_trl.study.fair.config import FairStudyArguments
+from sweet_trl.study.fair.report import check_results_path
 from sweet_trl.study.protocol import running_code_state
 from sweet_trl.study.runner import WARM_START, Study, merged_policy, parse_section
 
@@ -63,6 +64,7 @@ class FairStudy(Study):
         if self.args.validation_tasks == test_tasks:
             raise ConfigError(f"fair.validation_tasks is the test tasks ({test_tasks}): settings are read on "
                               "validation tasks, the test tasks once per arm at the end")
+        check_results_path(self.args, self.run_dir)
         self.folder = self.run_dir / "fair"
         self.start = self.folder / START
         self.validation: dict[str, list[dict[str, Any]]] = {}  # arm -> per round (0: the start) validation figures
@@ -218,6 +220,11 @@ class FairStudy(Study):
                                               "each arm stops where it would run:"), file=self.out)
         for arm, state in plan.items():
             print(f"[plan] {arm}: {state}", file=self.out, flush=True)
+        reads = (f"the test tasks read once per arm at the end, recorded in {self.run_dir / 'protocol'}"
+                 if self.args.read_test else "validation only (--fair.read_test false): no test read")
+        written = f"{self.folder / 'fair_study.json'}" + (f" and {self.args.results_path}" if self.args.results_path
+                                                          else "")
+        print(f"[plan] {reads}; results written to {written}", file=self.out, flush=True)
         return {"plan": plan}
 
     def write(self, final: bool = False) -> dict[str, Any]:
