@@ -146,16 +146,22 @@ def _fail(command: str, message: str, status: int) -> int:
     return status
 
 
-def _print_section_help(arguments: type, section: str, prog: str) -> None:
+def _print_section_help(arguments: type, section: str, prog: str, config_path: str | os.PathLike | None = None) -> None:
     """A command's own options as they are written on its command line: ``--<section>.<option>`` (an option
-    without the prefix goes to the stages)."""
-    from sweet_trl.pipeline_config import make_parser
+    without the prefix goes to the stages), with the defaults of ``config_path``'s section where it sets them."""
+    from sweet_trl.pipeline_config import load_yaml, make_parser
 
     parser = make_parser([arguments], prog=prog)
+    configured = (load_yaml(config_path).get(section) or {}) if config_path is not None else {}
+    if configured:
+        parser.set_defaults_with_config(**configured)
     for action in parser._actions:  # argparse keeps no public list; the names are only rewritten for the help
         if "--help" not in action.option_strings:
             action.option_strings = [f"--{section}.{name[2:]}" for name in action.option_strings]
     parser.print_help()
+    if configured:
+        print(f"\nDefaults as {config_path} sets them where its `{section}:` section does "
+              f"({', '.join(sorted(configured))}).")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -215,14 +221,14 @@ def _main(argv: Sequence[str] | None) -> int:
                 raise ConfigError(str(err)) from err
         if command == "pipeline" and ("-h" in rest or "--help" in rest):
             print(textwrap.dedent("    " + pipeline.run_pipeline.__doc__))
-            _print_section_help(pipeline.PipelineArguments, "pipeline", "sweet-rl pipeline")
+            _print_section_help(pipeline.PipelineArguments, "pipeline", "sweet-rl pipeline", config_path)
         elif command == "pipeline":
             pipeline.run_pipeline(config_path, rest)
         elif command == "study" and ("-h" in rest or "--help" in rest):
             from sweet_trl.study import StudyArguments, runner
 
             print(textwrap.dedent("    " + runner.run_study.__doc__))
-            _print_section_help(StudyArguments, "study", "sweet-rl study")
+            _print_section_help(StudyArguments, "study", "sweet-rl study", config_path)
         elif command == "study":
             from sweet_trl.study import run_study
 
@@ -234,7 +240,7 @@ def _main(argv: Sequence[str] | None) -> int:
             from sweet_trl.study.credit.arguments import CreditArguments
 
             print(textwrap.dedent("    " + credit.__doc__))
-            _print_section_help(CreditArguments, "credit", "sweet-rl credit")
+            _print_section_help(CreditArguments, "credit", "sweet-rl credit", config_path)
         elif command == "credit":
             from sweet_trl.study.credit.command import run_credit
 
@@ -246,7 +252,7 @@ def _main(argv: Sequence[str] | None) -> int:
             from sweet_trl.study.fair.config import FairStudyArguments
 
             print(textwrap.dedent("    " + fair.__doc__))
-            _print_section_help(FairStudyArguments, "fair", "sweet-rl fair-study")
+            _print_section_help(FairStudyArguments, "fair", "sweet-rl fair-study", config_path)
         elif command == "fair-study":
             from sweet_trl.study.fair import run_fair_study
 

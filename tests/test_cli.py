@@ -69,6 +69,19 @@ def test_pipeline_help_explains_overrides(capsys):
     assert "--pipeline.baselines" in text and " --baselines" not in text
 
 
+def test_a_commands_help_with_a_config_shows_the_configs_defaults(capsys):
+    import yaml
+
+    assert cli.main(["fair-study", "--config", "fair_cpu", "--help"]) == 0
+    text = capsys.readouterr().out
+    configured = yaml.safe_load(config_path("fair_cpu").read_text())["fair"]
+    option = " ".join(text.split("--fair.gradient_steps GRADIENT_STEPS, ")[1].split("\n  --")[0].split())
+    assert option.endswith(f"(default: {configured['gradient_steps']})")  # the config's, not the code's 40
+    assert f"Defaults as {config_path('fair_cpu')} sets them where its `fair:` section does (" in text
+    assert cli.main(["fair-study", "--help"]) == 0  # without a config: the code's own
+    assert "Defaults as" not in capsys.readouterr().out
+
+
 def test_a_commands_own_options_without_their_prefix_are_refused_not_dropped(tmp_path, capsys, monkeypatch):
     """Unprefixed options go to the stages: ``--rounds`` given to fair-study (meant as ``--fair.rounds``) reached no
     stage and the study ran with its default. Each command's help writes its own options with their prefix."""
