@@ -421,3 +421,42 @@ def test_fair_report_versus_compares_the_same_arms_of_two_runs_task_by_task(tiny
     empty.mkdir(exist_ok=True)
     assert main(["fair-report", str(empty)]) == 2
     assert "holds no fair_study.json" in capsys.readouterr().err
+
+
+def test_an_arm_variant_runs_beside_its_arm_at_the_same_compute_and_is_compared_with_it(tiny_fair, tmp_path):
+    """``--fair.variants "sweet_best@lr=--train_policy_best.learning_rate 0.01"``: the arm again with one stage's
+    options changed, in its own folders, sharing round 1's collection (and candidates, unless it changes how they are
+    sampled), read on validation and compared with the arm it varies; the arm itself is read back, not rerun."""
+    from sweet_trl.pipeline_config import ConfigError
+    from sweet_trl.study.fair import run_fair_study
+    from sweet_trl.study.fair.report import validation_comparisons
+
+    run, fair = tiny_fair["run"], tiny_fair["run"] / "fair"
+    base = {p: p.stat().st_mtime_ns for p in (fair / "sweet_best").rglob("_COMPLETE.json")}
+    ledger = (run / "protocol" / "test_reads.json").read_text()
+    variants = ["sweet_best@lr=--train_policy_best.learning_rate 0.01",
+                "sweet_best@two=--sample_candidates.num_candidates 2"]
+    with pytest.raises(ConfigError, match="unknown arguments"):  # misspelt: refused before any stage
+        run_fair_study(tiny_fair["path"], ["--fair.variants", "sweet_best@x=--train_policy_best.learnin_rate 1"],
+                       stream=io.StringIO())
+    assert not (fair / "sweet_best@x").exists()
+    results = run_fair_study(tiny_fair["path"], ["--fair.arms", "sweet_best", "--fair.variants", *variants,
+                                                 "--fair.read_test", "false",
+                                                 "--fair.results_path", str(tmp_path / "variants.json")],
+                             stream=io.StringIO())
+    assert {p: p.stat().st_mtime_ns for p in (fair / "sweet_best").rglob("_COMPLETE.json")} == base
+    assert [results["arms"][arm]["rounds"] for arm in ("sweet_best", "sweet_best@lr", "sweet_best@two")] == [2, 2, 2]
+    assert results["arms"]["sweet_best@lr"] == {**results["arms"]["sweet_best"],
+                                                "stage_seconds": results["arms"]["sweet_best@lr"]["stage_seconds"]}
+    assert results["arms"]["sweet_best@two"]["candidates_sampled"] < results["arms"]["sweet_best"]["candidates_sampled"]
+    trained = json.loads((fair / "sweet_best@lr" / "round1" / "train_policy_best" / "_COMPLETE.json").read_text())
+    options = {k: v for part in trained["config"] for k, v in part.items()}
+    assert options["learning_rate"] == 0.01 and options["max_steps"] == 3  # its own option, the study's budget
+    assert (fair / "sweet_best@lr" / "round1" / "collect").is_symlink()  # round 1's collection, shared
+    assert (fair / "sweet_best@lr" / "round1" / "sample_candidates").is_symlink()
+    own = fair / "sweet_best@two" / "round1" / "sample_candidates"  # its candidates are sampled its own way
+    assert not own.is_symlink() and json.loads((own / "_COMPLETE.json").read_text())["counts"]["candidates"] == 2 * 4
+    assert (run / "protocol" / "test_reads.json").read_text() == ledger  # validation only: no test read
+    on_validation = validation_comparisons(results["validation_per_task"], samples=200)
+    assert {"sweet_best@lr - sweet_best", "sweet_best@two - sweet_best", "sweet_best@lr - start"} <= set(on_validation)
+    assert results["settings"]["variants"] == variants

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sweet_trl.study.fair.arms import ARMS
+from sweet_trl.study.fair.arms import ARMS, Arm, arm_variant
 
 TEST_ROUNDS = ("last", "best_on_validation")
 
@@ -18,6 +18,11 @@ class FairStudyArguments:
     Parameters:
         arms (`list[str]`, *optional*, defaults to `["sweet_best", "rft", "best_random", "best_untrained"]`):
             The arms (:data:`sweet_trl.study.fair.arms.ARMS`); the default is the core comparison.
+        variants (`list[str]`, *optional*, defaults to `[]`):
+            Arms run again with other stage options, beside them at the same compute, each
+            `"<arm>@<label>=--<stage>.<key> value ..."` (:func:`sweet_trl.study.fair.arms.arm_variant`):
+            `"sweet@nll1=--train_policy.nll_coef 1.0"` is SWEET-RL with a stronger NLL anchor, compared with `sweet`
+            and the start. One command tries several settings of a method on validation.
         rounds (`int`, *optional*, defaults to `2`):
             On-policy rounds of every arm: collect with the current policy, build the round's training data, train.
         gradient_steps (`int`, *optional*, defaults to `40`):
@@ -55,6 +60,7 @@ class FairStudyArguments:
     """
 
     arms: list[str] = field(default_factory=lambda: ["sweet_best", "rft", "best_random", "best_untrained"])
+    variants: list[str] = field(default_factory=list)
     rounds: int = 2
     gradient_steps: int = 40
     candidate_states: int = 96
@@ -69,12 +75,22 @@ class FairStudyArguments:
     overwrite_results: bool = False
     plan: bool = False
 
+    def arm_list(self) -> list[Arm]:
+        """The arms, then the variants, as the study runs them."""
+        return [*(ARMS[name] for name in self.arms), *(arm_variant(spec) for spec in self.variants)]
+
+    def arm_names(self) -> list[str]:
+        return [arm.name for arm in self.arm_list()]
+
     def __post_init__(self) -> None:
         unknown = [arm for arm in self.arms if arm not in ARMS]
         if unknown or not self.arms:
             raise ValueError(f"unknown arms {unknown}; known: {list(ARMS)}" if unknown else "no arm to run")
         if len(set(self.arms)) != len(self.arms):
             raise ValueError(f"arms repeat: {self.arms}")
+        names = [arm_variant(spec).name for spec in self.variants]  # each refused here when malformed
+        if len(set(names)) != len(names):
+            raise ValueError(f"variants repeat: {names}")
         for name in ("rounds", "gradient_steps", "candidate_states"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -70,10 +70,13 @@ def arm_comparison(ours: Sequence[Mapping[str, Any]], theirs: Sequence[Mapping[s
 
 
 def comparison_names(arms: Sequence[str]) -> list[tuple[str, str]]:
-    """Each SWEET-RL variant against every baseline and control present, then every other arm against the start."""
+    """Each SWEET-RL variant against every baseline and control present, each arm variant (``sweet@nll1``) against
+    its arm, then every other arm against the start."""
     pairs = [(ours, theirs) for ours in SWEET_VARIANTS if ours in arms
              for theirs in (*SWEET_VARIANTS, *COMPARED_WITH) if theirs in arms and theirs != ours]
     pairs = [p for i, p in enumerate(pairs) if (p[1], p[0]) not in pairs[:i]]
+    # a variant (`sweet@nll1`) against the arm it varies, when both ran
+    pairs += [(arm, arm.partition("@")[0]) for arm in arms if "@" in arm and arm.partition("@")[0] in arms]
     pairs += [(arm, START) for arm in arms if arm != START and (arm, START) not in pairs]
     return pairs
 
@@ -120,8 +123,8 @@ def _spent(arms: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def fair_results(study: Any) -> dict[str, Any]:
     args = study.args
-    arms = [arm for arm in args.arms if arm not in study.failed]
-    compute = {arm: arm_compute(study, arm) for arm in args.arms}
+    arms = [arm for arm in args.arm_names() if arm not in study.failed]
+    compute = {arm: arm_compute(study, arm) for arm in args.arm_names()}
     try:
         equal = check_equal_compute(_spent({arm: compute[arm] for arm in arms})) if arms else None
     except ProtocolError as err:
@@ -190,7 +193,7 @@ def check_results_path(args: Any, run_dir: Path) -> None:
         why = f"it holds the figures of the run in {settings['run_dir']}, not of {run_dir}"
     elif (earlier.get("protocol") or {}).get("test_reads") and not args.read_test:
         why = "it holds test reads and this run reads validation only (--fair.read_test false)"
-    elif lost := sorted(set(earlier.get("arms") or {}) - set(args.arms)):
+    elif lost := sorted(set(earlier.get("arms") or {}) - set(args.arm_names())):
         why = f"it holds arms this run does not run ({', '.join(lost)})"
     else:
         return

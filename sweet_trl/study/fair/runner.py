@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sweet_trl.pipeline_config import ConfigError
-from sweet_trl.study.fair.arms import ARMS, START, Arm
+from sweet_trl.study.fair.arms import START, Arm
 from sweet_trl.study.fair.config import FairStudyArguments
 from sweet_trl.study.fair.report import check_results_path
 from sweet_trl.study.protocol import running_code_state
@@ -65,6 +65,9 @@ class FairStudy(Study):
             raise ConfigError(f"fair.validation_tasks is the test tasks ({test_tasks}): settings are read on "
                               "validation tasks, the test tasks once per arm at the end")
         check_results_path(self.args, self.run_dir)
+        for arm in self.args.arm_list():  # a variant's misspelt option is refused now, not when its stage runs
+            for stage, options in arm.options:
+                self.stage_options(stage, list(options))
         self.folder = self.run_dir / "fair"
         self.start = self.folder / START
         self.validation: dict[str, list[dict[str, Any]]] = {}  # arm -> per round (0: the start) validation figures
@@ -106,31 +109,33 @@ class FairStudy(Study):
         """One round of ``arm`` from ``policy``; returns the policy it trained (merged, a model folder)."""
         folder, label = self.folder / arm.name / f"round{round_index}", f"{arm.name}/round{round_index}"
         own_policy = ["--policy_model", policy]
-        if round_index == 1:
+        options = arm.options_for  # a variant's own options per stage (none for the arms themselves)
+        if round_index == 1 and not options("collect"):
             link(folder, "collect", self.start / "collect")
             self.used.setdefault(arm.name, {})["start/collect"] = "collect"
         else:
             self.spend(arm.name, "collect", folder, *own_policy, *self.seeded("collect", round_index),
-                       key=f"{label}/collect")
+                       *options("collect"), key=f"{label}/collect")
         if arm.critic:
             critic = self.start / "train_critic" if arm.critic == "with_c" else self.start / "no_c" / "train_critic"
             link(folder, "train_critic", critic)
             key = "start/train_critic" if arm.critic == "with_c" else "start/no_c/train_critic"
             self.used[arm.name][key] = "train_critic"
         if arm.samples_candidates:
-            if round_index == 1:
+            if round_index == 1 and not options("sample_candidates"):
                 link(folder, "sample_candidates", self.start / "sample_candidates")
                 self.used[arm.name]["start/sample_candidates"] = "sample_candidates"
             else:
                 self.spend(arm.name, "sample_candidates", folder, *own_policy, *self.candidate_options(),
-                           *self.seeded("sample_candidates", round_index), key=f"{label}/sample_candidates")
+                           *self.seeded("sample_candidates", round_index), *options("sample_candidates"),
+                           key=f"{label}/sample_candidates")
             self.spend(arm.name, "rank", folder, "--selector", arm.selector, "--selector_seed",
-                       str(self.args.seed * 1000 + round_index), key=f"{label}/rank")
+                       str(self.args.seed * 1000 + round_index), *options("rank"), key=f"{label}/rank")
             if arm.update == "turn_dpo":
-                self.spend(arm.name, "policy_pairs", folder, key=f"{label}/policy_pairs")
+                self.spend(arm.name, "policy_pairs", folder, *options("policy_pairs"), key=f"{label}/policy_pairs")
         stage = arm.training_stage
         self.spend(arm.name, stage, folder, *own_policy, "--max_steps", str(self.args.gradient_steps),
-                   key=f"{label}/{stage}")
+                   *options(stage), key=f"{label}/{stage}")
         trained = str(merged_policy(folder / stage).resolve())
         self.validate(arm.name, round_index, trained)
         return trained
@@ -176,7 +181,7 @@ class FairStudy(Study):
         if self.args.plan:
             return self.plan()
         running_code_state()  # the commit the JSON and the test reads record: this one, even if the checkout moves
-        arms = [ARMS[name] for name in self.args.arms]
+        arms = self.args.arm_list()
         start_policy = self.start_stages(arms)
         trained: dict[str, dict[int, str]] = {START: {0: start_policy}}
         for arm in arms:
@@ -198,7 +203,7 @@ class FairStudy(Study):
         from sweet_trl.pipeline.runner import plan_only
         from sweet_trl.study.protocol import ProtocolError
 
-        arms = [ARMS[name] for name in self.args.arms]
+        arms = self.args.arm_list()
         plan: dict[str, str] = {}
         with plan_only():
             try:
