@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -289,6 +290,14 @@ def test_a_plan_says_where_each_arm_would_run_and_touches_nothing(tiny_fair):
     assert plan["start"] == "complete"
     assert all("round1" in plan[arm] and "would run" in plan[arm] for arm in ARMS), plan
     assert snapshot() == before  # nothing run, cleared or written, the ledger untouched
+    # a variant not run yet: how much is done (round 1's shared collection and candidates) and about how long the
+    # rest takes, timed by this run's finished stages; the links its walk made are gone again
+    out = io.StringIO()
+    run_fair_study(tiny_fair["path"], ["--fair.plan", "true", "--fair.arms", "sweet_best", "--fair.variants",
+                                       "sweet_best@planned=--train_policy_best.learning_rate 0.5"], stream=out)
+    assert "[plan] sweet_best: 11 of 11 stages done\n" in out.getvalue()  # 2 rounds x 4 stages, 2 validations, test
+    assert re.search(r"\[plan\] sweet_best@planned: 2 of 11 stages done; about \d+ min left", out.getvalue())
+    assert not (tiny_fair["run"] / "fair" / "sweet_best@planned").exists() and snapshot() == before
 
 
 def test_a_finished_fair_study_runs_nothing_again_and_reads_the_test_tasks_no_more(tiny_fair):

@@ -24,9 +24,11 @@ Every step is a pipeline stage: a stopped study resumes stage by stage.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -205,7 +207,7 @@ class FairStudy(Study):
 
         arms = self.args.arm_list()
         plan: dict[str, str] = {}
-        with plan_only():
+        with plan_only(), self.links_undone(set(self.entries())):
             try:
                 start_policy = self.start_stages(arms)
                 if self.args.read_test:
@@ -225,12 +227,71 @@ class FairStudy(Study):
                                               "each arm stops where it would run:"), file=self.out)
         for arm, state in plan.items():
             print(f"[plan] {arm}: {state}", file=self.out, flush=True)
+        for arm in arms:
+            print(f"[plan] {arm.name}: {self.work_left(arm)}", file=self.out, flush=True)
         reads = (f"the test tasks read once per arm at the end, recorded in {self.run_dir / 'protocol'}"
                  if self.args.read_test else "validation only (--fair.read_test false): no test read")
         written = f"{self.folder / 'fair_study.json'}" + (f" and {self.args.results_path}" if self.args.results_path
                                                           else "")
         print(f"[plan] {reads}; results written to {written}", file=self.out, flush=True)
         return {"plan": plan}
+
+    def entries(self) -> Iterator[Path]:
+        """Every file, folder and link under the study's folder, links not followed (another stage's files are not
+        this folder's)."""
+        for folder, subfolders, files in os.walk(self.folder):
+            yield from (Path(folder) / name for name in (*subfolders, *files))
+
+    @contextmanager
+    def links_undone(self, before: set[Path]) -> Iterator[None]:
+        """A plan walks a new round through links to the stages it shares (its markers are read there): those links,
+        and the folders made for them, are removed again, so that a plan leaves the run as it found it."""
+        try:
+            yield
+        finally:
+            made = [path for path in self.entries() if path not in before]
+            for path in sorted(made, key=lambda p: len(p.parts), reverse=True):  # the links, then their folders
+                if path.is_symlink():
+                    path.unlink()
+                elif path.is_dir() and not any(path.iterdir()):
+                    path.rmdir()
+
+    def work_left(self, arm: Arm) -> str:
+        """How much of ``arm`` is done (its rounds' stages, validation and test reads) and about how long the rest
+        takes, each stage at the median time of this run's finished stages of its kind (a kind never finished here
+        is counted, not timed)."""
+        from statistics import median
+
+        from sweet_trl.pipeline.runner import MARKER
+
+        def done(folder: Path) -> bool:
+            return (folder / MARKER).is_file()
+
+        finished: dict[str, list[float]] = {}
+        for path in self.entries():  # every arm's, links not followed: each stage counted once
+            if path.name == MARKER:
+                marker = json.loads(path.read_text(encoding="utf-8"))
+                finished.setdefault(str(marker.get("stage")), []).append(float(marker.get("seconds", 0.0)))
+        left: list[str] = []
+        total = 0
+        for round_index in range(1, self.args.rounds + 1):
+            folder = self.folder / arm.name / f"round{round_index}"
+            total += len(arm.stages)
+            for stage in arm.stages:
+                shared = round_index == 1 and stage in ("collect", "sample_candidates") and not arm.options_for(stage)
+                if not done(self.start / stage if shared else folder / stage):  # round 1's shared ones: the start's
+                    left.append(stage)
+        for part, count in (("validation", self.args.rounds), ("test", 1 if self.args.read_test else 0)):
+            evaluations = [f for f in (self.folder / arm.name / part / "evaluate").glob("*") if done(f)]
+            total += count
+            left += ["evaluate"] * max(count - len(evaluations), 0)
+        if not left:
+            return f"{total} of {total} stages done"
+        timed = [median(finished[stage]) for stage in left if stage in finished]
+        untimed = sorted({stage for stage in left if stage not in finished})
+        estimate = f"about {sum(timed) / 60:.0f} min left (each stage at this run's median of its kind)" if timed else ""
+        unknown = f"{', '.join(untimed)} never finished here: not timed" if untimed else ""
+        return f"{total - len(left)} of {total} stages done; " + "; ".join(filter(None, (estimate, unknown)))
 
     def write(self, final: bool = False) -> dict[str, Any]:
         """The study's JSON so far (a stopped study keeps what it measured)."""
