@@ -55,8 +55,9 @@ class FairStudyArguments:
             Overwrite the results file even then.
         plan (`bool`, *optional*, defaults to `False`):
             Say what the command would run, and run nothing: every complete stage is read back, each arm stops at
-            the first stage that would run (not complete, or its settings or inputs changed) and says which; no
-            stage is run or cleared, the test tasks are not read, no result is written.
+            the first stage that would run (not complete, or its settings or inputs changed) and says which, then
+            how many of each arm's stages are done and about how long the rest takes; no stage is run or cleared,
+            the test tasks are not read, no result is written.
     """
 
     arms: list[str] = field(default_factory=lambda: ["sweet_best", "rft", "best_random", "best_untrained"])

@@ -200,7 +200,8 @@ class FairStudy(Study):
 
     def plan(self) -> dict[str, Any]:
         """``--fair.plan true``: each arm as far as its stages are complete, and the first stage that would run;
-        nothing is run, cleared or written (links of a new round's shared stages aside)."""
+        then, per arm, how many of its stages are done and about how long the rest takes. Nothing is run, cleared
+        or written (the links a new round's walk makes to the stages it shares are removed again)."""
         from sweet_trl.pipeline import StageError
         from sweet_trl.pipeline.runner import plan_only
         from sweet_trl.study.protocol import ProtocolError
