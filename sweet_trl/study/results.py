@@ -243,6 +243,15 @@ def other_reader(results: Any) -> str:
     return ""
 
 
+def load_results(path: str | Path, keys: tuple[str, ...], kind: str, lacking: str | None = None) -> dict[str, Any]:
+    """A results file that holds ``keys``; else ``ValueError`` saying it is not ``kind`` (it has no ``lacking``, by
+    default the keys) and which reader reads it."""
+    results = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(results, dict) or not all(key in results for key in keys):
+        raise ValueError(f"{path} is not {kind} (no {lacking or ' or '.join(keys)})" + other_reader(results))
+    return results
+
+
 def main(argv: Any = None) -> int:
     """``sweet-rl study-report STUDY_JSON_OR_RUN_DIR...``: each ``sweet-rl study`` results file (or the
     ``study.json`` of a run folder) as the table the study printed when it wrote it."""
@@ -259,10 +268,7 @@ def main(argv: Any = None) -> int:
         if not path.is_file():
             raise ValueError(f"{name} holds no study.json (`sweet-rl study` writes <run_dir>/study.json as its "
                              "policies are evaluated)" if Path(name).is_dir() else f"{name}: no such file")
-        results = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(results, dict) or "policies" not in results or "study" not in results:
-            raise ValueError(f"{path} is not a `sweet-rl study` JSON (no policies or study settings)"
-                             + other_reader(results))
+        results = load_results(path, ("policies", "study"), "a `sweet-rl study` JSON", "policies or study settings")
         texts.append(f"### {path}\n\n{format_table(results)}")
     print("\n\n".join(texts))
     return 0

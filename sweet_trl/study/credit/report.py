@@ -12,12 +12,11 @@ of the ranker's pick, in points of tests passed), Spearman as a correlation.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sweet_trl.study.results import other_reader
+from sweet_trl.study.results import load_results
 
 KINDS = ("question", "answer")
 FIGURES = (("top1", "top-1", 100.0), ("pick_value", "pick value", 100.0), ("spearman", "Spearman", 1.0))
@@ -165,10 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     texts = []
     for path in [found for given in args.results for found in results_files(given)]:
-        result = json.loads(Path(path).read_text(encoding="utf-8"))
-        if not isinstance(result, dict) or "rankers" not in result or "ground_truth" not in result:
-            raise ValueError(f"{path} is not a credit file of `sweet-rl credit` (no rankers or ground_truth)"
-                             + other_reader(result))
+        result = load_results(path, ("rankers", "ground_truth"), "a credit file of `sweet-rl credit`")
         texts.append(f"### {path}\n\n{markdown_tables(result, tuple(args.kind or KINDS))}")
     print("\n\n".join(texts))
     return 0

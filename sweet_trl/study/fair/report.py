@@ -10,7 +10,7 @@ from typing import Any
 
 from sweet_trl.study.fair.arms import COMPARED_WITH, START, SWEET_VARIANTS, UPDATE_STAGES
 from sweet_trl.study.protocol import ProtocolError, check_equal_compute, protocol_summary, running_code_state
-from sweet_trl.study.results import other_reader, per_task_rows, policy_entry
+from sweet_trl.study.results import load_results, per_task_rows, policy_entry
 from sweet_trl.study.stats import paired_difference, per_task_means
 
 PER_TASK_KEYS = ("task_id", "success_rate", "mean_reward", "episodes")
@@ -493,9 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ValueError(f"--runs names {len(args.runs)} folders for {len(args.results)} files: one per file")
     texts, files = [], {}
     for index, path in enumerate(map(results_file, args.results)):
-        results = json.loads(Path(path).read_text(encoding="utf-8"))
-        if not isinstance(results, dict) or "protocol" not in results or "arms" not in results:
-            raise ValueError(f"{path} is not a fair study's JSON (no protocol or arms)" + other_reader(results))
+        results = load_results(path, ("protocol", "arms"), "a fair study's JSON")
         text = markdown_tables(results)
         needs_run = not results.get("test_per_task") or not results.get("validation_per_task")
         if args.runs and needs_run:
