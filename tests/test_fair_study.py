@@ -298,6 +298,12 @@ def test_a_plan_says_where_each_arm_would_run_and_touches_nothing(tiny_fair):
     assert "[plan] sweet_best: 11 of 11 stages done\n" in out.getvalue()  # 2 rounds x 4 stages, 2 validations, test
     assert re.search(r"\[plan\] sweet_best@planned: 2 of 11 stages done; about \d+ min left", out.getvalue())
     assert not (tiny_fair["run"] / "fair" / "sweet_best@planned").exists() and snapshot() == before
+    # an arm whose update never ran here: its other stages are timed, and the time left is only a lower bound
+    out = io.StringIO()
+    run_fair_study(tiny_fair["path"], ["--fair.plan", "true", "--fair.arms", "mtdpo"], stream=out)
+    assert re.search(r"\[plan\] mtdpo: 1 of 7 stages done; at least \d+ min left \(.*\); "
+                     r"baseline_mtdpo never finished here: not timed", out.getvalue()), out.getvalue()
+    assert snapshot() == before
 
 
 def test_a_finished_fair_study_runs_nothing_again_and_reads_the_test_tasks_no_more(tiny_fair):

@@ -260,7 +260,7 @@ class FairStudy(Study):
     def work_left(self, arm: Arm) -> str:
         """How much of ``arm`` is done (its rounds' stages, validation and test reads) and about how long the rest
         takes, each stage at the median time of this run's finished stages of its kind (a kind never finished here
-        is counted, not timed)."""
+        is counted, not timed, and the time left is then a lower bound)."""
         from statistics import median
 
         from sweet_trl.pipeline.runner import MARKER
@@ -290,7 +290,9 @@ class FairStudy(Study):
             return f"{total} of {total} stages done"
         timed = [median(finished[stage]) for stage in left if stage in finished]
         untimed = sorted({stage for stage in left if stage not in finished})
-        estimate = f"about {sum(timed) / 60:.0f} min left (each stage at this run's median of its kind)" if timed else ""
+        # with a kind never finished here, the timed stages only bound the time left from below
+        bound = "at least" if untimed else "about"
+        estimate = f"{bound} {sum(timed) / 60:.0f} min left (each stage at this run's median of its kind)" if timed else ""
         unknown = f"{', '.join(untimed)} never finished here: not timed" if untimed else ""
         return f"{total - len(left)} of {total} stages done; " + "; ".join(filter(None, (estimate, unknown)))
 
