@@ -365,6 +365,17 @@ def test_the_fair_study_refuses_bad_configurations(tiny_fair):
             run_fair_study(tiny_fair["path"], options, stream=io.StringIO())
 
 
+def test_validation_tasks_of_another_family_than_the_test_tasks_are_refused(tmp_path):
+    from sweet_trl.pipeline_config import ConfigError
+    from sweet_trl.study.fair.runner import check_same_family
+
+    with pytest.raises(ConfigError, match=r"another task family .* Pass --fair.validation_tasks procedural_multi:valid"):
+        check_same_family("procedural:validation", "procedural_multi:test", "backend")
+    check_same_family("procedural_multi:validation", "procedural_multi:test", "backend")
+    check_same_family("procedural:validation", "procedural_wide:test", "backend")  # the same tasks by their ids
+    check_same_family(str(tmp_path / "validation.jsonl"), "procedural:test", "backend")  # a file: as given
+
+
 def test_the_aim_is_met_by_the_best_variant_on_unseen_templates_with_its_interval_above_zero():
     from sweet_trl.study.fair.report import aim_lines, aim_verdict
 

@@ -32,7 +32,8 @@ class FairStudyArguments:
             Turn states per round at which the candidate arms sample `num_candidates` messages (every agent turn of
             the collection, up to this many).
         validation_tasks (`str`, *optional*, defaults to `"procedural:validation"`):
-            Where every round of every arm is evaluated and settings are read; never the test tasks.
+            Where every round of every arm is evaluated and settings are read; never the test tasks, and of the test
+            tasks' family when both are generated (`procedural_multi:test` wants `procedural_multi:validation`).
         max_validation_tasks (`int` or `None`, *optional*, defaults to `None`):
             At most this many of them.
         test_round (`str`, *optional*, defaults to `"last"`):

@@ -55,6 +55,27 @@ def link(folder: Path, name: str, target: Path) -> None:
     path.symlink_to(relative, target_is_directory=True)
 
 
+def check_same_family(validation_tasks: str, test_tasks: str, kind: str) -> None:
+    """Refuse validation tasks of another generated family than the test tasks' (settings chosen on
+    ``procedural:validation`` say nothing of ``procedural_multi:test``). The families are told by their tasks' ids
+    (``procedural_wide:test`` is ``procedural``'s test); a file or Hub source is taken as given."""
+    from colbench_gym.tasks import resolve_tasks
+    from colbench_gym.tasks.procedural import task_families
+
+    def prefixes(source: str) -> set[str] | None:
+        family, _, split = source.partition(":")
+        if not split or family not in task_families():
+            return None
+        return {task.task_id.split("-", 1)[0] for task in resolve_tasks(source, kind)}
+
+    validation, test = prefixes(validation_tasks), prefixes(test_tasks)
+    if validation is not None and test is not None and validation != test:
+        family = test_tasks.partition(":")[0]
+        raise ConfigError(f"fair.validation_tasks {validation_tasks!r} are of another task family than the test tasks "
+                          f"{test_tasks!r} (task ids {sorted(validation)} against {sorted(test)}): settings chosen on "
+                          f"them say nothing of the test. Pass --fair.validation_tasks {family}:validation")
+
+
 class FairStudy(Study):
     section = "fair"
     command = "fair-study"
@@ -62,10 +83,11 @@ class FairStudy(Study):
 
     def __init__(self, config_path: Any, cli_args: Sequence[str] = (), stream: Any = None):
         super().__init__(config_path, cli_args, stream)
-        test_tasks = self.stage_options("evaluate", [])[0].eval_tasks
-        if self.args.validation_tasks == test_tasks:
-            raise ConfigError(f"fair.validation_tasks is the test tasks ({test_tasks}): settings are read on "
+        run = self.stage_options("evaluate", [])[0]
+        if self.args.validation_tasks == run.eval_tasks:
+            raise ConfigError(f"fair.validation_tasks is the test tasks ({run.eval_tasks}): settings are read on "
                               "validation tasks, the test tasks once per arm at the end")
+        check_same_family(self.args.validation_tasks, run.eval_tasks, run.kind)
         check_results_path(self.args, self.run_dir)
         for arm in self.args.arm_list():  # a variant's misspelt option is refused now, not when its stage runs
             for stage, options in arm.options:
