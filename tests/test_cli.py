@@ -62,6 +62,19 @@ def test_stage_help_documents_options(capsys):
     assert "--run_dir" in text and "_COMPLETE.json" in text
 
 
+def test_report_help_lists_what_a_report_reads_and_takes_the_rest(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["report", "--config", "demo_cpu", "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--report_examples" in text and "(default: runs/demo_cpu)" in text  # the run folder as the config sets it
+    assert "--max_turns" not in text.split("Every other option")[0] and "--env_id" not in text.split("Every")[0]
+    # a pipeline's command line still works: the run's other options are taken, and read by no report
+    (tmp_path / "run").mkdir()
+    assert cli.main(["report", "--run_dir", str(tmp_path / "run"), "--max_turns", "3"]) == 0
+    assert (tmp_path / "run" / "report.html").is_file()
+
+
 def test_pipeline_help_explains_overrides(capsys):
     assert cli.main(["pipeline", "--help"]) == 0
     text = capsys.readouterr().out

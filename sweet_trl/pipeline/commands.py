@@ -361,12 +361,36 @@ def report_command(config_path: str | os.PathLike | None, cli_args: Sequence[str
     cli_args = without_options(cli_args, PRECISION_OPTIONS)  # taken by every command; a report loads no model
     if cli_args and not str(cli_args[0]).startswith("-"):  # `sweet-rl report runs/x`, as status and show read it
         cli_args = ["--run_dir", *cli_args]
+    if "-h" in cli_args or "--help" in cli_args:
+        _print_report_help(config)
     try:
         run, report = parse_stage_args([RunArguments, ReportArguments], "report", config, cli_args, SECTIONS,
                                        prog="sweet-rl report")
     except ValueError as err:
         raise ConfigError(f"report: {err}") from err
     return write_report(run, report, stream)
+
+
+def _print_report_help(config: Mapping[str, Any]) -> None:
+    """The report's options and the run folder it reads; the run's other options are taken (a pipeline's command
+    line works as it is) but read by no report, so the help leaves them out."""
+    import argparse
+    import dataclasses
+
+    from sweet_trl.pipeline_config import make_parser
+
+    parser = make_parser([ReportArguments, RunArguments], prog="sweet-rl report")
+    parser.epilog = ("Every other option of the run (--env_id, --max_turns, ...) is taken and ignored: a report reads "
+                     "only what the run's stages wrote. `sweet-rl report RUN_DIR` works too.")
+    section = config.get("report") or {}
+    parser.set_defaults(**{key: value for key, value in {**config, **section}.items()
+                           if key in ("run_dir", "report_examples", "report_path")})  # as the configuration sets them
+    unread = {field.name for field in dataclasses.fields(RunArguments)} - {"run_dir"}
+    for action in parser._actions:  # argparse keeps no public list; the options stay, only their help goes
+        if action.dest in unread:
+            action.help = argparse.SUPPRESS
+    parser.print_help()
+    raise SystemExit(0)
 
 
 def write_report(run: RunArguments, report: ReportArguments, stream: Any = None) -> Path:
