@@ -54,10 +54,11 @@ the stage runs); 130 when interrupted. ``SWEET_RL_DEBUG=1 sweet-rl ...`` shows t
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
-import textwrap
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from colbench_gym._optional import MissingExtraError
 from sweet_trl.generation.embedded import EmbeddedModelMissing
@@ -68,6 +69,49 @@ USAGE = __doc__.split("\n\n")[1]
 # module whose ``main`` prints it.
 READERS = {"fair-report": "sweet_trl.study.fair.report", "credit-report": "sweet_trl.study.credit.report",
            "study-report": "sweet_trl.study.results", "status": "sweet_trl.pipeline.status", "show": "sweet_trl.show"}
+
+
+class StudyCommand(NamedTuple):
+    """A command that runs stages from a configuration with options of its own (``--<section>.<option>``)."""
+
+    runner: str  # "module:function", called as function(config_path, cli_args)
+    arguments: str  # "module:Dataclass" of its own options
+    section: str  # their configuration section and command-line prefix
+    needs: str  # what --config must give
+    help_from_module: bool = False  # its help is the runner's module docstring, else the function's
+
+
+STUDY_COMMANDS = {
+    "study": StudyCommand("sweet_trl.study:run_study", "sweet_trl.study.config:StudyArguments", "study",
+                          "a file, or a shipped name (sweet-rl configs)"),
+    "credit": StudyCommand("sweet_trl.study.credit.command:run_credit",
+                           "sweet_trl.study.credit.arguments:CreditArguments", "credit", "the study run's configuration",
+                           help_from_module=True),
+    "fair-study": StudyCommand("sweet_trl.study.fair:run_fair_study",
+                               "sweet_trl.study.fair.config:FairStudyArguments", "fair",
+                               "a file, or a shipped name (sweet-rl configs)", help_from_module=True),
+}
+
+
+def _load(path: str) -> Any:
+    """The object ``"module:name"`` names (the study commands import torch-free modules only when run)."""
+    import importlib
+
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _study_command(command: str, config_path: str | os.PathLike | None, rest: list[str]) -> None:
+    spec = STUDY_COMMANDS[command]
+    runner = _load(spec.runner)
+    if "-h" in rest or "--help" in rest:
+        text = sys.modules[runner.__module__].__doc__ if spec.help_from_module else runner.__doc__
+        print(inspect.cleandoc(text) + "\n")
+        _print_section_help(_load(spec.arguments), spec.section, f"sweet-rl {command}", config_path)
+    elif config_path is None:
+        raise ConfigError(f"{command} needs --config: {spec.needs}")
+    else:
+        runner(config_path, rest)
 
 
 def _configs_command(rest: list[str]) -> int:
@@ -220,45 +264,12 @@ def _main(argv: Sequence[str] | None) -> int:
             except FileNotFoundError as err:
                 raise ConfigError(str(err)) from err
         if command == "pipeline" and ("-h" in rest or "--help" in rest):
-            print(textwrap.dedent("    " + pipeline.run_pipeline.__doc__))
+            print(inspect.cleandoc(pipeline.run_pipeline.__doc__) + "\n")
             _print_section_help(pipeline.PipelineArguments, "pipeline", "sweet-rl pipeline", config_path)
         elif command == "pipeline":
             pipeline.run_pipeline(config_path, rest)
-        elif command == "study" and ("-h" in rest or "--help" in rest):
-            from sweet_trl.study import StudyArguments, runner
-
-            print(textwrap.dedent("    " + runner.run_study.__doc__))
-            _print_section_help(StudyArguments, "study", "sweet-rl study", config_path)
-        elif command == "study":
-            from sweet_trl.study import run_study
-
-            if config_path is None:
-                raise pipeline.ConfigError("study needs --config: a file, or a shipped name (sweet-rl configs)")
-            run_study(config_path, rest)
-        elif command == "credit" and ("-h" in rest or "--help" in rest):
-            from sweet_trl.study.credit import command as credit
-            from sweet_trl.study.credit.arguments import CreditArguments
-
-            print(textwrap.dedent("    " + credit.__doc__))
-            _print_section_help(CreditArguments, "credit", "sweet-rl credit", config_path)
-        elif command == "credit":
-            from sweet_trl.study.credit.command import run_credit
-
-            if config_path is None:
-                raise pipeline.ConfigError("credit needs --config: the study run's configuration")
-            run_credit(config_path, rest)
-        elif command == "fair-study" and ("-h" in rest or "--help" in rest):
-            from sweet_trl.study.fair import runner as fair
-            from sweet_trl.study.fair.config import FairStudyArguments
-
-            print(textwrap.dedent("    " + fair.__doc__))
-            _print_section_help(FairStudyArguments, "fair", "sweet-rl fair-study", config_path)
-        elif command == "fair-study":
-            from sweet_trl.study.fair import run_fair_study
-
-            if config_path is None:
-                raise pipeline.ConfigError("fair-study needs --config: a file, or a shipped name (sweet-rl configs)")
-            run_fair_study(config_path, rest)
+        elif command in STUDY_COMMANDS:
+            _study_command(command, config_path, rest)
         elif command == "report":
             pipeline.report_command(config_path, rest)
         else:
@@ -268,6 +279,8 @@ def _main(argv: Sequence[str] | None) -> int:
                 _print_usage(sys.stderr)
                 return 2
             pipeline.run_stage_from_config(stage_name, config_path, rest, prog=f"sweet-rl {command}")
+    except BrokenPipeError:
+        raise  # the reader of the output stopped (`sweet-rl fair-study --help | head`): main leaves quietly
     except (pipeline.StageError, OSError, ValueError, MissingExtraError) as err:
         if _debug():
             raise
