@@ -342,8 +342,6 @@ class PolicyPairsArguments:
     push_to_hub: bool = False
 
 
-WARM_START_FAMILIES = ("procedural", "procedural_multi")
-
 
 @dataclass
 class WarmStartArguments:
@@ -361,9 +359,10 @@ class WarmStartArguments:
         warm_start_templates (`list[str]` or `None`, *optional*, defaults to `None`):
             Templates of that pool to draw from (all when `None`); a train or test template is refused.
         warm_start_family (`str`, *optional*, defaults to `"procedural"`):
-            Whose warm-start pool: `"procedural"` (one question names every detail) or `"procedural_multi"`
-            (`colbench_gym.tasks.procedural_multi`: three details, each told only when a question names it; the
-            expert asks in general first, the outline names the details, then asks for them by those names).
+            Whose warm-start pool, a task family's name: `"procedural"` (one question names every detail),
+            `"procedural_multi"` (`colbench_gym.tasks.procedural_multi`: three details, each told only when a question
+            names it; the expert asks in general first, the outline names the details, then asks for them by those
+            names), or a family of one's own (`colbench_gym.tasks.procedural.register_task_family`).
         expert_forms (`str`, *optional*, defaults to `"one"`):
             How the multi-fact expert asks for the details: `"one"`, all of them in one question; `"varied"`, each
             dialogue in an order and grouping of its own (all in one question, one a turn, or a split between), among
@@ -400,8 +399,11 @@ class WarmStartArguments:
         if self.adapter is not None and not self.adapter.strip():
             raise ValueError("warm_start.adapter is empty: name a shipped adapter or a folder, or leave it unset to "
                              "train the warm start")
-        if self.warm_start_family not in WARM_START_FAMILIES:
-            raise ValueError(f"warm_start_family must be one of {WARM_START_FAMILIES}, got {self.warm_start_family!r}")
+        from colbench_gym.tasks.procedural import task_families
+
+        if self.warm_start_family not in task_families():  # the shipped families and those registered in-process
+            raise ValueError(f"warm_start_family must be one of {list(task_families())}, got "
+                             f"{self.warm_start_family!r}")
         from sweet_trl.warm_start import EXPERT_FORMS
 
         if self.expert_forms not in EXPERT_FORMS:

@@ -64,11 +64,12 @@ def expert_questions(row: Mapping[str, Any]) -> tuple[str, ...]:
 def expert_plans(row: Mapping[str, Any]) -> tuple[tuple[str, ...], ...]:
     """Every form the expert's questions may take for a warm-start task row (the first is
     :func:`expert_questions`): one for a procedural template, every order and grouping of the details for a
-    multi-fact one (:meth:`colbench_gym.tasks.procedural_multi.FactTemplate.expert_plans`)."""
-    from colbench_gym.tasks import procedural, procedural_multi
+    multi-fact one (:meth:`colbench_gym.tasks.procedural_multi.FactTemplate.expert_plans`); a registered family's
+    warm-start templates as their kind says."""
+    from colbench_gym.tasks.procedural import task_families
 
     template = row.get("template")
-    for family in (procedural.PROCEDURAL, procedural_multi.MULTI_FACT):
+    for family, _ in task_families().values():
         try:
             plans = family.warm_start_template(str(template)).expert_plans()
         except KeyError:

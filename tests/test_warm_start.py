@@ -131,6 +131,37 @@ def test_the_expert_question_gets_every_hidden_value_from_the_offline_human():
     assert [r["turns"] for r in one_turn] == [1, 1] and all(r["success"] for r in one_turn)
 
 
+def test_a_registered_task_familys_own_pool_is_a_warm_start(monkeypatch):
+    """``warm_start_family`` names any task family: one registered in-process brings its warm-start templates, and
+    the expert plays them as it plays the shipped pool's (every episode succeeds)."""
+    import dataclasses
+
+    from colbench_gym.tasks import procedural
+    from sweet_trl.pipeline_config import WarmStartArguments
+    from sweet_trl.warm_start import dialogue_summary, expert_dialogues
+
+    monkeypatch.setattr(procedural, "_REGISTERED", {})  # registrations live in the process: none leaks out
+
+    class MineTemplate(procedural.Template):
+        id_prefix = "mine"
+
+    def mine(templates, rename=False):
+        return tuple(MineTemplate(**{**{f.name: getattr(t, f.name) for f in dataclasses.fields(t)},
+                                     **({"name": f"mine_{t.name}"} if rename else {})}) for t in templates)
+
+    family = procedural.TaskFamily("mine", mine(TRAIN_TEMPLATES[:4]), mine(UNSEEN_TEMPLATES[:2]),
+                                   mine(VALIDATION_UNSEEN_TEMPLATES[:2]), mine(WARM_START_TEMPLATES[:2], rename=True),
+                                   id_prefix="mine")
+    with pytest.raises(ValueError, match=r"warm_start_family must be one of \['procedural', .*got 'mine'"):
+        WarmStartArguments(warm_start_family="mine")
+    procedural.register_task_family(family)
+    assert WarmStartArguments(warm_start_family="mine").warm_start_family == "mine"
+    rows = procedural.task_families()["mine"][0].warm_start_tasks(4)
+    assert {r["template"] for r in rows} == {f"mine_{t.name}" for t in WARM_START_TEMPLATES[:2]}
+    records = expert_dialogues(rows, max_turns=2)
+    assert dialogue_summary(records)["successes"] == 4
+
+
 def test_expert_dialogues_refuse_a_task_outside_the_pool():
     from sweet_trl.warm_start import expert_dialogues
 

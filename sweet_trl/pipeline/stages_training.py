@@ -204,9 +204,9 @@ def stage_warm_start(ctx: StageContext, model_config: Any, config: Any, args: An
         if ctx.run.kind != "backend":
             raise StageError("warm_start: expert dialogues exist for backend tasks only; give the frontend's own "
                              "demonstrations (warm_start.demonstrations)")
-        import importlib
+        from colbench_gym.tasks.procedural import task_families
 
-        warm_start_tasks = importlib.import_module(f"colbench_gym.tasks.{args.warm_start_family}").warm_start_tasks
+        warm_start_tasks = task_families()[args.warm_start_family][0].warm_start_tasks
         if dialogues.exists():
             records = read_trajectories(dialogues)
         else:
