@@ -6,7 +6,7 @@ import gymnasium as gym
 import pytest
 
 import colbench_gym  # noqa: F401
-from colbench_gym.tasks import BackendTask, load_builtin, load_hub, load_jsonl, resolve_tasks
+from colbench_gym.tasks import BackendTask, is_test_split, load_builtin, load_hub, load_jsonl, resolve_tasks
 
 
 def test_real_colbench_rows_load_unchanged_and_references_score_one(colbench_data):
@@ -60,6 +60,11 @@ def test_builtin_splits_are_disjoint_and_complete():
     assert len(everything) >= 40
     assert not {t.task_id for t in train} & {t.task_id for t in test}
     assert len(train) + len(test) == len(everything)
+
+
+def test_a_test_split_is_told_by_its_name_in_every_form():
+    assert all(map(is_test_split, ["test", "hub:test", "procedural:test", "procedural_multi:test"]))
+    assert not any(map(is_test_split, ["train", "all", "procedural:validation", "tests/tasks.jsonl", ["test"]]))
 
 
 def test_resolve_rejects_unknown_sources():

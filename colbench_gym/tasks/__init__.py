@@ -3,6 +3,7 @@
 from colbench_gym.tasks.loaders import (
     BUILTIN_SPLITS,
     COLBENCH_REPO,
+    is_test_split,
     load_builtin,
     load_hub,
     load_jsonl,
@@ -13,5 +14,5 @@ from colbench_gym.tasks.schema import BackendTask, FrontendTask, Task, TaskForma
 
 __all__ = [
     "BUILTIN_SPLITS", "COLBENCH_REPO", "BackendTask", "FrontendTask", "Task", "TaskFormatError",
-    "load_builtin", "load_hub", "load_jsonl", "parse_rows", "resolve_tasks",
+    "is_test_split", "load_builtin", "load_hub", "load_jsonl", "parse_rows", "resolve_tasks",
 ]

@@ -117,6 +117,12 @@ def load_hub(
     return load_jsonl(path, kind, limit=limit)
 
 
+def is_test_split(source: Any) -> bool:
+    """Whether a ``tasks=`` source names a test split: ``"test"``, ``"hub:test"`` or ``"<family>:test"``. Settings
+    are chosen on other tasks; a file or a list of rows is not judged."""
+    return isinstance(source, str) and (source == "test" or source.endswith(":test"))
+
+
 def resolve_tasks(source: Any = "train", kind: Kind = "backend") -> list[Task]:
     """Turn the ``tasks=`` keyword of the environments into a list of validated tasks."""
     if isinstance(source, (str, os.PathLike)):

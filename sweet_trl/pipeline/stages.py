@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from colbench_gym.tasks import is_test_split
 from sweet_trl.pipeline import models  # models.make_backend is looked up when a stage runs (tests replace it)
 from sweet_trl.pipeline.errors import StageError
 from sweet_trl.pipeline.models import ProgressBackend, release, sampling_params
@@ -367,6 +368,9 @@ def stage_evaluate(ctx: StageContext, gen: GenerationArguments, args: EvaluateAr
     if args.policy_base is not None and is_run_policy(args.policy):
         raise ConfigError(f"policy_base is for an adapter folder given as --policy, not the run's {args.policy!r}")
     tasks = load_tasks(ctx.run, "eval")
+    if is_test_split(ctx.run.eval_tasks):
+        ctx.log(f"reads the test tasks ({ctx.run.eval_tasks}): a figure to report, not to choose settings on "
+                f"(choose them on a validation split, as `sweet-rl fair-study` does)")
     base = f" on {args.policy_base}" if args.policy_base else ""
     ctx.log(f"policy {name} ({model}{base}): {len(tasks)} tasks x {args.eval_episodes_per_task} episodes")
     ctx.expect(len(tasks) * args.eval_episodes_per_task, "episodes", "trajectories.jsonl")

@@ -7,6 +7,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from colbench_gym.tasks import is_test_split
+
 
 @dataclass
 class CreditArguments:
@@ -100,7 +102,7 @@ class CreditArguments:
         if self.held_out and self.held_out_tasks:
             raise ValueError("held_out (episodes) and held_out_tasks (tasks to play them on) name the states twice: "
                              "give one")
-        if self.held_out_tasks and self.held_out_tasks.endswith(":test"):
+        if self.held_out_tasks and is_test_split(self.held_out_tasks):
             raise ValueError(f"held_out_tasks {self.held_out_tasks!r} is a test split: settings are chosen on a "
                              "validation split's states (procedural:validation); the test tasks' states are the "
                              "run's own zero-shot evaluation (no held_out option)")

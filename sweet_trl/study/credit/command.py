@@ -36,6 +36,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from colbench_gym.tasks import is_test_split
 from sweet_trl.study.credit import scoring
 from sweet_trl.study.credit.arguments import CreditArguments, check_results_path
 from sweet_trl.study.credit.mc_values import MonteCarloSettings, monte_carlo_values
@@ -171,7 +172,7 @@ class Credit:
             trajectories = read_trajectories(evaluated / zero_shot["dir"] / zero_shot["outputs"]["trajectories"])
             source = zero_shot["run_id"]
             tasks_read = zero_shot["config"][0].get("eval_tasks") if zero_shot.get("config") else None
-            if not self.args.held_out_tasks and str(tasks_read).endswith(":test"):
+            if not self.args.held_out_tasks and is_test_split(tasks_read):
                 self.log(f"the states are of the run's zero-shot evaluation on {tasks_read}: a final read; choose "
                          "settings on --credit.held_out_tasks procedural:validation")
         settings = MonteCarloSettings(states_per_kind=self.args.states_per_kind,

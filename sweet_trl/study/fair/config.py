@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from colbench_gym.tasks import is_test_split
 from sweet_trl.study.fair.arms import ARMS, Arm, arm_variant
 
 TEST_ROUNDS = ("last", "best_on_validation")
@@ -98,6 +99,6 @@ class FairStudyArguments:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.test_round not in TEST_ROUNDS:
             raise ValueError(f"test_round must be one of {TEST_ROUNDS}, got {self.test_round!r}")
-        if self.validation_tasks.endswith(":test"):
+        if is_test_split(self.validation_tasks):
             raise ValueError(f"validation_tasks {self.validation_tasks!r} looks like a test split: settings are "
                              "read on validation tasks, the test tasks once at the end")
