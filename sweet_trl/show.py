@@ -40,7 +40,7 @@ from typing import Any
 
 from colbench_gym.envs.dialogue import render_dialogue
 from sweet_trl.pipeline.runner import MARKER
-from sweet_trl.pipeline.status import policy_label
+from sweet_trl.pipeline.status import policy_label, read_json_object
 from sweet_trl.trajectories import Trajectory, dedupe_latest, normalize_records
 
 FILE_NAME = "trajectories.jsonl"  # what collect and evaluate write in their stage folders
@@ -100,19 +100,10 @@ def resolve_file(target: str) -> Path:
     print(f"{len(files)} trajectory files under {target}, newest first:")
     for file, links in files:
         also = f"  (also at {', '.join(str(p.parent) for p in links)})" if links else ""
-        marker = _marker(file.parent)
+        marker = read_json_object(file.parent / MARKER)
         policy = policy_label(marker) if marker else None
         print(f"  {count_lines(file):5d} episodes  {file.parent}{f'  (policy {policy})' if policy else ''}{also}")
     raise ShowError(f"several trajectory files under {target}: name one, e.g. sweet-rl show {files[0][0].parent}")
-
-
-def _marker(folder: Path) -> dict[str, Any] | None:
-    """A stage folder's completion marker, or ``None`` (no stage's folder, or a marker being written)."""
-    try:
-        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    return marker if isinstance(marker, dict) else None
 
 
 def jsonl_rows(path: Path, kind: str, is_row: Any) -> list[dict[str, Any]]:
@@ -317,7 +308,8 @@ def show_ranked(folder: Path, args: Any) -> int:
 
     if args.failed or args.succeeded:
         raise ShowError("--failed and --succeeded pick episodes; ranked turn states are picked with --task and -n")
-    marker = _marker(folder.parent) or {}  # the rank stage's: which selector ranked (rows name the rule only)
+    # the rank stage's marker: which selector ranked (the rows name the rule only)
+    marker = read_json_object(folder.parent / MARKER) or {}
     selector = str((marker.get("info") or {}).get("selector", "critic"))
     rows = [row for row in load_rows(folder) if args.task is None or args.task in row["task_id"]]
     if not rows:

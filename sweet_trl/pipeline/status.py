@@ -58,7 +58,9 @@ class StageStatus:
         return f"{self.path:<{width}}  {state:<20} {minutes:>7}  {summary}"
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """A JSON object file, or ``None``: missing, being written (torn), or not an object. The readers of run folders
+    take a stage's marker this way, since a stage may be writing it as they read."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -133,7 +135,7 @@ def training_progress(folder: Path, now: datetime) -> str:
     ``""`` without a checkpoint."""
     states = []
     for path in [*folder.glob("checkpoint-*/trainer_state.json"), *folder.glob("*/checkpoint-*/trainer_state.json")]:
-        state = _read(path)
+        state = read_json_object(path)
         if state is not None and isinstance(state.get("global_step"), int):
             states.append((state["global_step"], path, state))
     if not states:
@@ -145,7 +147,7 @@ def training_progress(folder: Path, now: datetime) -> str:
     figures = [f"{key} {logged[-1][key]:.3f}" for key in TRAINING_FIGURES
                if logged and isinstance(logged[-1].get(key), (int, float))]
     text += f" ({', '.join(figures)})" if figures else ""
-    began = _read(folder / EXPECTED) or {}
+    began = read_json_object(folder / EXPECTED) or {}
     started, first = _when(began.get("at")), began.get("from_step")
     if began.get("unit") == "steps" and started is not None and isinstance(first, int) and step > first:
         saved = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
@@ -166,7 +168,7 @@ def progress(folder: Path, now: datetime | None = None) -> tuple[str, tuple[str,
     trained = training_progress(folder, now or datetime.now(timezone.utc))
     if trained:
         return trained, ()
-    expected = _read(folder / EXPECTED)  # what the stage said it has to do (StageContext.expect)
+    expected = read_json_object(folder / EXPECTED)  # what the stage said it has to do (StageContext.expect)
     if not isinstance(expected, dict) or not isinstance(expected.get("total"), int):
         return "", ()
     name = str(expected.get("file"))
@@ -198,7 +200,7 @@ def stale_reason(folder: Path, marker: Mapping[str, Any], memo: dict[Path, str |
     runs = marker.get("input_runs") or {}
     reason = None
     for name, fingerprint in (marker.get("inputs") or {}).items() if run_dir is not None else ():
-        upstream = _read(run_dir / name / MARKER)
+        upstream = read_json_object(run_dir / name / MARKER)
         if upstream is None:
             reason = f"{name} not complete"
         elif upstream.get("fingerprint") != fingerprint or (name in runs and runs[name] != upstream.get("run_id")):
@@ -222,7 +224,7 @@ def missing_outputs(folder: Path, marker: Mapping[str, Any]) -> tuple[str, ...]:
 def stage_status(folder: Path, now: datetime, host: str,
                  memo: dict[Path, str | None] | None = None) -> StageStatus | None:
     """The state of one folder, or ``None`` when it is not a stage's (no marker of either kind)."""
-    done, running = _read(folder / MARKER), _read(folder / RUNNING)
+    done, running = read_json_object(folder / MARKER), read_json_object(folder / RUNNING)
     if done is not None:
         policy = policy_label(done)
         summary = f"policy {policy}: {_short_summary(done)}" if policy else _short_summary(done)
@@ -232,7 +234,7 @@ def stage_status(folder: Path, now: datetime, host: str,
         return None
     minutes = _since(running.get("started_at"), now)
     pid, where = running.get("pid"), running.get("host")
-    failed = _read(folder / FAILED)
+    failed = read_json_object(folder / FAILED)
     if failed is not None:  # cleared when an attempt starts: this is the last attempt's end
         lasted = _since(running.get("started_at"), _when(failed.get("failed_at")) or now)
         return StageStatus("", "failed", lasted, f"{failed.get('error')}; at {failed.get('failed_at')}"
@@ -264,7 +266,7 @@ def stage_folders(root: Path) -> Iterator[tuple[Path, bool]]:
         here = Path(folder)
         if MARKER in files or RUNNING in files:
             yield here, False
-            marker = _read(here / (MARKER if MARKER in files else RUNNING)) or {}
+            marker = read_json_object(here / (MARKER if MARKER in files else RUNNING)) or {}
             if not marker.get("holds_stages"):  # a stage's own folders (its model, its checkpoints) hold no stage
                 subfolders[:] = []
                 continue
