@@ -321,9 +321,20 @@ def test_a_second_test_read_is_refused_unless_forced_and_then_recorded(tiny_fair
     before = ledger.read_text()
     other_seed = ["--evaluate.eval_seed", "77", "--fair.arms", "rft",  # a new test evaluation of the same arm
                   "--fair.results_path", str(tiny_fair["root"] / "results" / "rft_again.json")]
+    def snapshot():
+        return {p: p.stat().st_mtime_ns for p in tiny_fair["root"].rglob("*") if p.is_file()}
+
+    files = snapshot()
     with pytest.raises(ProtocolError, match="already read the test tasks"):
         run_fair_study(tiny_fair["path"], other_seed, stream=io.StringIO())
     assert ledger.read_text() == before  # refused before evaluating: nothing recorded
+    # nor trained: a changed update that would end in a second read is refused before any stage, results untouched
+    retrained = ["--fair.arms", "rft", "--fair.gradient_steps", "4",
+                 "--fair.results_path", str(tiny_fair["root"] / "results" / "rft_again.json")]
+    with pytest.raises(ProtocolError, match=r"^rft already read the test tasks .* \(rft: baseline_rft in .* would run"
+                                            r".*max_steps: 3 -> 4\): a second read, refused before any stage runs"):
+        run_fair_study(tiny_fair["path"], retrained, stream=io.StringIO())
+    assert snapshot() == files and not (tiny_fair["root"] / "results" / "rft_again.json").exists()
     forced = run_fair_study(tiny_fair["path"], [*other_seed, "--fair.force_test_read", "true"], stream=io.StringIO())
     assert forced["protocol"]["test_reads"]["rft"] == 2 and forced["protocol"]["forced_reads"]["rft"] == 1
 

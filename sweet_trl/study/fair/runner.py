@@ -206,6 +206,7 @@ class FairStudy(Study):
             return self.plan()
         running_code_state()  # the commit the JSON and the test reads record: this one, even if the checkout moves
         arms = self.args.arm_list()
+        self.refuse_second_reads(arms)
         start_policy = self.start_stages(arms)
         trained: dict[str, dict[int, str]] = {START: {0: start_policy}}
         for arm in arms:
@@ -220,15 +221,14 @@ class FairStudy(Study):
         write_fair_results(self, results)
         return results
 
-    def plan(self) -> dict[str, Any]:
-        """``--fair.plan true``: each arm as far as its stages are complete, and the first stage that would run;
-        then, per arm, how many of its stages are done and about how long the rest takes. Nothing is run, cleared
-        or written (the links a new round's walk makes to the stages it shares are removed again)."""
+    def walk(self, arms: Sequence[Arm]) -> dict[str, str]:
+        """Each arm (the start first) as far as its stages and test read are complete: ``"complete"``, or why it
+        stops (the first stage that would run, a read the ledger refuses). Nothing is run, cleared or written; an
+        arm is not walked when the start would run."""
         from sweet_trl.pipeline import StageError
         from sweet_trl.pipeline.runner import plan_only
         from sweet_trl.study.protocol import ProtocolError
 
-        arms = self.args.arm_list()
         plan: dict[str, str] = {}
         with plan_only(), self.links_undone(set(self.entries())):
             try:
@@ -246,6 +246,37 @@ class FairStudy(Study):
                     plan[arm.name] = "complete"
                 except (StageError, ProtocolError) as err:
                     plan[arm.name] = str(err)
+        return plan
+
+    def refuse_second_reads(self, arms: Sequence[Arm]) -> None:
+        """Refuse, before any stage runs, a run that would read the test tasks of an arm the ledger says has read
+        them (its stages or its test evaluation would run again), rather than train for hours and be refused at
+        the read. Nothing to check when the ledger has no read of these arms, or the read is forced."""
+        from sweet_trl.study.protocol import ProtocolError, ledger_path, recorded_reads
+
+        if not self.args.read_test or self.args.force_test_read:
+            return
+        read = {str(entry.get("arm")) for entry in recorded_reads(self.run_dir)}
+        names = [name for name in (START, *(arm.name for arm in arms)) if name in read]
+        if not names:
+            return
+        plan = self.walk(arms)
+        again = {name: plan.get(name, f"the start would run again ({plan[START]})") for name in names
+                 if plan.get(name) != "complete"}
+        if again:
+            reasons = "; ".join(f"{name}: {why}" for name, why in again.items())
+            raise ProtocolError(
+                f"{', '.join(again)} already read the test tasks ({ledger_path(self.run_dir)}) and this run would "
+                f"train or evaluate them again ({reasons}): a second read, refused before any stage runs. Go on with "
+                "--fair.read_test false (validation only), in another --run_dir, or --fair.force_test_read true "
+                "(recorded as forced)")
+
+    def plan(self) -> dict[str, Any]:
+        """``--fair.plan true``: each arm as far as its stages are complete, and the first stage that would run;
+        then, per arm, how many of its stages are done and about how long the rest takes. Nothing is run, cleared
+        or written (the links a new round's walk makes to the stages it shares are removed again)."""
+        arms = self.args.arm_list()
+        plan = self.walk(arms)
         print("\n[plan] nothing was run; " + ("every stage is complete" if set(plan.values()) == {"complete"} else
                                               "each arm stops where it would run:"), file=self.out)
         for arm, state in plan.items():
