@@ -209,6 +209,7 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
     assert whole["protocol"]["test_reads"] == results["protocol"]["test_reads"]
     assert [(f["file"], f["git_commit"]) for f in whole["settings"]["joined_from"]] == [
         (str(core), results["settings"]["git_commit"]), (str(later), "f" * 40)]
+    assert whole["settings"]["arms"] == list(whole["arms"]) and "git_commit" not in whole["settings"]
     assert main(["fair-report", str(out)]) == 0 and "| sweet_best - best_random |" in capsys.readouterr().out
     assert main(["fair-report", *paths, "--join", str(out)]) == 2  # two seeds: pooled, never joined
     assert "a joined file holds one seed's run; these files are of seeds [0, 1]" in capsys.readouterr().err
@@ -388,7 +389,7 @@ def test_validation_tasks_of_another_family_than_the_test_tasks_are_refused(tmp_
 
 
 def test_the_aim_is_met_by_the_best_variant_on_unseen_templates_with_its_interval_above_zero():
-    from sweet_trl.study.fair.report import aim_lines, aim_verdict
+    from sweet_trl.study.fair.report import aim_lines, aim_verdict, comparison_names
 
     def versus_rft(difference, low, high):
         return {"unseen": {"difference": difference, "ci": [low, high], "tasks": 32}}
@@ -401,9 +402,22 @@ def test_the_aim_is_met_by_the_best_variant_on_unseen_templates_with_its_interva
     assert not aim_verdict({"sweet_best - rft": versus_rft(0.04, 0.01, 0.07)})["met"]  # above 0, short of 5 points
     assert aim_verdict({"sweet_best - start": versus_rft(0.5, 0.4, 0.6)}) is None  # no RFT to compare with
     text = aim_lines({0: verdict, 1: aim_verdict({"sweet_best - rft": versus_rft(0.04, 0.01, 0.07)})})
-    assert "- seed 0: sweet - rft +3.1 [-4.7, +10.9]; sweet_best - rft +6.0 [+1.0, +11.0] (met): **met**" in text
+    assert ("- seed 0: sweet - rft +3.1 [-4.7, +10.9]; sweet_best - rft +6.0 [+1.0, +11.0] (met); no validation "
+            "figures to choose by: met if any variant is: **met**") in text
     assert "- seed 1: sweet_best - rft +4.0 [+1.0, +7.0]: **not met**" in text
     assert text.endswith("- on every seed: **not met**")
+    # with validation figures the verdict is the variant validation puts first, not the best on test
+    chosen = aim_verdict(comparisons, {"sweet": 0.31, "sweet_best": 0.28, "rft": 0.40})
+    assert chosen["chosen"] == "sweet" and not chosen["met"] and chosen["variants"]["sweet_best"]["met"]
+    assert "chosen on validation: sweet (31.0%): **not met**" in aim_lines({0: chosen})
+    assert aim_verdict(comparisons, {"sweet_best": 0.28})["chosen"] == "sweet_best"  # the one with figures
+    # an arm variant of a SWEET-RL arm (sweet@nll1) is one of its variants
+    assert aim_verdict({"sweet@nll1 - rft": versus_rft(0.06, 0.01, 0.11)})["variants"]["sweet@nll1"]["met"]
+    assert aim_verdict({"sweet_true - rft": versus_rft(0.06, 0.01, 0.11)}) is None  # a control, not a variant
+    # so a SWEET-RL arm's variant is compared with the baselines as well as with its arm; another arm's, with its own
+    names = comparison_names(["start", "sweet", "rft", "sweet@nll1", "rft@x"])
+    assert {("sweet@nll1", "sweet"), ("sweet@nll1", "rft"), ("rft@x", "rft"), ("sweet@nll1", "start")} <= set(names)
+    assert not {pair for pair in names if pair[0] == "rft@x" and pair[1] not in ("rft", "start")}
 
 
 def test_fair_report_versus_compares_the_same_arms_of_two_runs_task_by_task(tiny_fair, capsys):

@@ -71,30 +71,56 @@ def arm_comparison(ours: Sequence[Mapping[str, Any]], theirs: Sequence[Mapping[s
 
 def comparison_names(arms: Sequence[str]) -> list[tuple[str, str]]:
     """Each SWEET-RL variant against every baseline and control present, each arm variant (``sweet@nll1``) against
-    its arm, then every other arm against the start."""
+    its arm (and, a SWEET-RL arm's, against the baselines and controls too), then every other arm against the
+    start."""
     pairs = [(ours, theirs) for ours in SWEET_VARIANTS if ours in arms
              for theirs in (*SWEET_VARIANTS, *COMPARED_WITH) if theirs in arms and theirs != ours]
     pairs = [p for i, p in enumerate(pairs) if (p[1], p[0]) not in pairs[:i]]
     # a variant (`sweet@nll1`) against the arm it varies, when both ran
     pairs += [(arm, arm.partition("@")[0]) for arm in arms if "@" in arm and arm.partition("@")[0] in arms]
+    pairs += [(arm, theirs) for arm in arms if arm.partition("@")[0] in SWEET_VARIANTS and "@" in arm
+              for theirs in COMPARED_WITH if theirs != START and theirs in arms]
     pairs += [(arm, START) for arm in arms if arm != START and (arm, START) not in pairs]
     return pairs
 
 
-def aim_verdict(comparisons: Mapping[str, Any]) -> dict[str, Any] | None:
-    """:data:`AIM` on one seed's comparisons: per SWEET-RL variant compared with iterated RFT, its difference on
-    unseen templates and whether it gets there (``met``: at least 5 points, interval above 0); ``met`` overall when
-    the best variant does. ``None`` where no variant meets RFT in these comparisons (a file of later arms alone:
-    ``sweet-rl fair-report --pooled`` joins the files of a seed and says it per seed)."""
+def validation_success(results: Mapping[str, Any]) -> dict[str, float]:
+    """Each arm's validation success at the round that read (or would read) the test tasks: the ledger's record
+    where the arm read them, else its last round on validation."""
+    protocol = results.get("protocol") or {}
+    success = {}
+    for arm, rounds in (protocol.get("validation_by_round") or {}).items():
+        if rounds:
+            success[arm] = max(rounds, key=lambda r: r["round"])["success_rate"]
+    for arm, record in (protocol.get("validation") or {}).items():
+        figure = (record.get("figures") or {}).get(f"round{(record.get('settings') or {}).get('round')}")
+        if figure and figure.get("success_rate") is not None:
+            success[arm] = figure["success_rate"]
+    return success
+
+
+def aim_verdict(comparisons: Mapping[str, Any], validation: Mapping[str, float] | None = None
+                ) -> dict[str, Any] | None:
+    """:data:`AIM` on one seed's comparisons: per SWEET-RL variant compared with iterated RFT (``sweet``,
+    ``sweet_best`` and their arm variants), its difference on unseen templates and whether it gets there (at least 5
+    points, interval above 0). The verdict is the variant's that ``validation`` (arm -> validation success,
+    :func:`validation_success`) puts first, since choosing among them by their test figures would choose on the test
+    tasks; without validation figures for them, ``met`` when any variant gets there (``chosen`` is then None).
+    ``None`` where no variant meets RFT in these comparisons (a file of later arms alone: ``sweet-rl fair-report
+    --pooled`` joins the files of a seed and says it per seed)."""
     variants = {}
-    for variant in SWEET_VARIANTS:
-        entry = comparisons.get(f"{variant} - {AIM['against']}")
+    for name, entry in comparisons.items():
+        ours, _, theirs = name.partition(" - ")
         figure = (entry or {}).get(AIM["templates"])
-        if figure is not None:
-            variants[variant] = {**figure, "met": figure["difference"] >= AIM["points"] and figure["ci"][0] > 0}
+        if theirs == AIM["against"] and ours.partition("@")[0] in SWEET_VARIANTS and figure is not None:
+            variants[ours] = {**figure, "met": figure["difference"] >= AIM["points"] and figure["ci"][0] > 0}
     if not variants:
         return None
-    return {**AIM, "variants": variants, "met": any(v["met"] for v in variants.values())}
+    ranked = [name for name in variants if (validation or {}).get(name) is not None]
+    chosen = max(ranked, key=lambda name: validation[name]) if ranked else None  # the first listed on ties
+    met = variants[chosen]["met"] if chosen else any(v["met"] for v in variants.values())
+    return {**AIM, "variants": variants, "chosen": chosen,
+            "chosen_on_validation": {name: validation[name] for name in ranked} if ranked else None, "met": met}
 
 
 def aim_lines(verdicts: Mapping[Any, Mapping[str, Any] | None], every_seed: bool = True) -> str:
@@ -108,7 +134,11 @@ def aim_lines(verdicts: Mapping[Any, Mapping[str, Any] | None], every_seed: bool
             continue
         figures = "; ".join(f"{name} - {AIM['against']} {_points(v)}{' (met)' if v['met'] else ''}"
                             for name, v in verdict["variants"].items())
-        lines.append(f"- seed {seed}: {figures}: **{'met' if verdict['met'] else 'not met'}**")
+        chosen = verdict.get("chosen")
+        by = (f"; chosen on validation: {chosen} ({verdict['chosen_on_validation'][chosen] * 100:.1f}%)" if chosen
+              else "; no validation figures to choose by: met if any variant is" if len(verdict["variants"]) > 1
+              else "")
+        lines.append(f"- seed {seed}: {figures}{by}: **{'met' if verdict['met'] else 'not met'}**")
     known = [v for v in verdicts.values() if v is not None]
     if known and every_seed:
         every = len(known) == len(verdicts) and all(v["met"] for v in known)
@@ -148,7 +178,8 @@ def fair_results(study: Any) -> dict[str, Any]:
         # are chosen, even after the run folder's stages were made again with other settings
         "validation_per_task": _validation_rows(study),
         "comparisons": comparisons,
-        "aim": aim_verdict(comparisons),
+        "aim": aim_verdict(comparisons, validation_success({"protocol": {**protocol_summary(study.run_dir),
+                                                                         "validation_by_round": study.validation}})),
         "failed": dict(study.failed),
     }
 
@@ -252,8 +283,11 @@ def markdown_tables(results: Mapping[str, Any]) -> str:
     validation = results.get("protocol", {}).get("validation_by_round", {})
     rounds = sorted({r["round"] for entries in validation.values() for r in entries})
     start = {r["round"]: r for r in validation.get(START, [])}
-    lines = [f"Seed {settings.get('seed')}, `{Path(str(settings.get('config', '?'))).name}`, commit "
-             f"{str(settings.get('git_commit', '?'))[:7]}{' (dirty)' if settings.get('git_dirty') else ''}; "
+    parts = settings.get("joined_from")
+    code = (f"joined from {len(parts)} files (commits {', '.join(sorted({str(p.get('git_commit'))[:7] for p in parts}))})"
+            if parts else
+            f"commit {str(settings.get('git_commit', '?'))[:7]}{' (dirty)' if settings.get('git_dirty') else ''}")
+    lines = [f"Seed {settings.get('seed')}, `{Path(str(settings.get('config', '?'))).name}`, {code}; "
              f"validation `{settings.get('validation_tasks')}`; test reads: "
              + (", ".join(f"{arm} {n}{_read_at(results, arm)}"
                           for arm, n in results.get("protocol", {}).get("test_reads", {}).items()) or "none") + ".", "",
@@ -278,7 +312,8 @@ def markdown_tables(results: Mapping[str, Any]) -> str:
         for name, entry in results["comparisons"].items():
             lines.append(f"| {name} | {_points(entry['success'])} | {_points(entry['seen'])} | "
                          f"{_points(entry['unseen'])} |")
-    verdict = aim_verdict(results.get("comparisons") or {})  # today's AIM (a file's stored `aim` is its writer's)
+    # today's AIM (a file's stored `aim` is its writer's)
+    verdict = aim_verdict(results.get("comparisons") or {}, validation_success(results))
     if verdict is not None:
         lines += ["", aim_lines({settings.get("seed"): verdict}, every_seed=False)]
     if results.get("failed"):
@@ -386,7 +421,8 @@ def joined_results(files: Mapping[str, Mapping[str, Any]], samples: int = 10_000
     """One fair study's JSON from the files of one seed's run (later arms run into files of their own): every arm's
     compute, protocol, test figures and failures, and the comparisons of all its arms, paired by task, as
     :func:`pooled_comparisons` joins them (refused, ``ValueError``, where it refuses, or for files of several seeds).
-    ``settings`` are the first file's, with ``joined_from``: each file, its commit and its arms."""
+    ``settings`` are the first file's less what differs by file (its arms, path and commit), with the joined arms and
+    ``joined_from``: each file, its commit and its arms."""
     seeds = {results.get("settings", {}).get("seed") for results in files.values()}
     if len(seeds) != 1:
         raise ValueError(f"a joined file holds one seed's run; these files are of seeds {sorted(seeds, key=str)}")
@@ -406,14 +442,19 @@ def joined_results(files: Mapping[str, Mapping[str, Any]], samples: int = 10_000
     compute = check_equal_compute(_spent(arms)) if arms else None  # pooled_comparisons refused unequal rounds
     protocol_keys = sorted({key for results in parts for key in results.get("protocol", {})})
     return {
-        "settings": {**parts[0].get("settings", {}),
+        # the first part's settings, less what differs by part (its arms, file and commit: in joined_from)
+        "settings": {**{key: value for key, value in parts[0].get("settings", {}).items()
+                        if key not in ("arms", "variants", "results_path", "git_commit", "git_dirty")},
+                     "arms": list(arms),
                      "joined_from": [{"file": str(path), "git_commit": results.get("settings", {}).get("git_commit"),
                                       "arms": list(results.get("arms", {}))} for path, results in files.items()]},
         "protocol": {key: union("protocol", key) for key in protocol_keys},
         "arms": arms, "compute": compute,
         "test": union("test"), "test_per_task": union("test_per_task"),
         "validation_per_task": union("validation_per_task"),
-        "comparisons": comparisons, "aim": aim_verdict(comparisons), "failed": union("failed"),
+        "comparisons": comparisons, "failed": union("failed"),
+        "aim": aim_verdict(comparisons, {arm: rate for results in parts
+                                         for arm, rate in validation_success(results).items()}),
     }
 
 
@@ -546,7 +587,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path, results in files.items():
             by_seed.setdefault(results.get("settings", {}).get("seed"), {})[path] = results
         pooled.append(aim_lines({seed: aim_verdict(pooled_comparisons(part)["comparisons"] if len(part) > 1
-                                                   else next(iter(part.values())).get("comparisons", {}))
+                                                   else next(iter(part.values())).get("comparisons", {}),
+                                                   {arm: rate for results in part.values()
+                                                    for arm, rate in validation_success(results).items()})
                                  for seed, part in by_seed.items()}))
         without = [path for path, results in files.items() if not results.get("validation_per_task")]
         if not without:
