@@ -1,6 +1,6 @@
 """SWEET-RL against its ablation and baselines, trained from one collection and judged on the same held-out tasks.
 
-    sweet-rl study --config study_cpu      # make study
+    sweet-rl study --config study_cpu      # make study-cpu
 
 Files: :mod:`~sweet_trl.study.config` (the ``study:`` section), :mod:`~sweet_trl.study.runner` (which stages run
 where), :mod:`~sweet_trl.study.critic_eval` and :mod:`~sweet_trl.study.critic_run` (the critics judged by best-of-N

@@ -1,6 +1,6 @@
 """The study: one collection, SWEET-RL and its ablation and baselines trained from it, one held-out evaluation.
 
-    sweet-rl study --config study_cpu            # make study
+    sweet-rl study --config study_cpu            # make study-cpu
     sweet-rl study --config study_cpu --study.rounds 2 --collect.collect_seed 1
 
 Every step is a pipeline stage (:mod:`sweet_trl.pipeline`), so an interrupted study resumes and a finished one

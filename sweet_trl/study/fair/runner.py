@@ -1,6 +1,6 @@
 """``sweet-rl fair-study``: SWEET-RL against its baselines and controls at equal compute, read as a skeptic would.
 
-    sweet-rl fair-study --config fair_cpu $(python -m sweet_trl.precision)          # make fair-study
+    sweet-rl fair-study --config fair_cpu $(python -m sweet_trl.precision)          # make study (= make fair-study)
     sweet-rl fair-study --config fair_cpu --fair.read_test false                    # validation only
     sweet-rl fair-study --config fair_cpu --run_dir runs/fair_cpu_seed1 --fair.seed 1 \\
         --fair.results_path benchmarks/results/fair_study_seed1.json
