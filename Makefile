@@ -56,6 +56,11 @@ study-cpu: setup
 # stage by stage. Every arm: FAIR_ARGS="--fair.arms sweet sweet_true sweet_best rft mtdpo best_random best_untrained
 # best_no_c best_true" (about 4.5 hours).
 study: fair-study
+ifneq ($(STUDY_ARGS),)
+ifneq ($(filter study,$(MAKECMDGOALS)),)
+$(error make study runs the fair study now: STUDY_ARGS is for make study-cpu; give the fair study FAIR_ARGS)
+endif
+endif
 FAIR_ARGS ?=
 fair-study: setup
 	time HF_HUB_OFFLINE=1 $(VENV)/bin/sweet-rl fair-study --config fair_cpu $(NATIVE_BF16) $(FAIR_ARGS)

@@ -279,9 +279,9 @@ def _main(argv: Sequence[str] | None) -> int:
                 _print_usage(sys.stderr)
                 return 2
             pipeline.run_stage_from_config(stage_name, config_path, rest, prog=f"sweet-rl {command}")
-    except BrokenPipeError:
-        raise  # the reader of the output stopped (`sweet-rl fair-study --help | head`): main leaves quietly
     except (pipeline.StageError, OSError, ValueError, MissingExtraError) as err:
+        if isinstance(err, BrokenPipeError) and ("-h" in rest or "--help" in rest):
+            raise  # the reader of the help stopped (`sweet-rl fair-study --help | head`): main leaves quietly
         if _debug():
             raise
         if isinstance(err, pipeline.StageError):

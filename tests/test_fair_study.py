@@ -340,6 +340,30 @@ def test_a_second_test_read_is_refused_unless_forced_and_then_recorded(tiny_fair
     assert forced["protocol"]["test_reads"]["rft"] == 2 and forced["protocol"]["forced_reads"]["rft"] == 1
 
 
+def test_a_finished_study_from_a_warm_start_runs_again_without_making_the_warm_start_again(tiny_fair, tmp_path):
+    """The up-front check of second reads walks the start as the run then does: the walk leaves the options it
+    gathered (the warm start's policy as every later stage's base) behind it, or the run reads the warm start with
+    its own output as its base, and makes it again."""
+    import yaml
+
+    from sweet_trl.study.fair import run_fair_study
+
+    config = yaml.safe_load(tiny_fair["path"].read_text())
+    config.update(run_dir=str(tmp_path / "run"), warm_start={"warm_start_tasks": 4, "max_steps": 1})
+    config["fair"].update(arms=["rft"], rounds=1, results_path=None)
+    path = tmp_path / "fair.yaml"
+    path.write_text(yaml.safe_dump(config))
+    first = io.StringIO()
+    run_fair_study(path, stream=first)
+    assert "[warm_start] running" in first.getvalue()
+    made = (tmp_path / "run" / "warm_start" / "_COMPLETE.json").read_text()
+    second = io.StringIO()
+    again = run_fair_study(path, stream=second)  # the ledger holds the start's and rft's reads: walked first
+    assert "running" not in second.getvalue() and "[warm_start] skipped" in second.getvalue()
+    assert (tmp_path / "run" / "warm_start" / "_COMPLETE.json").read_text() == made
+    assert again["protocol"]["test_reads"] == {"start": 1, "rft": 1}
+
+
 def test_a_results_file_holding_what_the_run_would_not_write_again_is_refused_before_any_stage(tiny_fair, tmp_path):
     from dataclasses import replace
 
@@ -389,7 +413,7 @@ def test_validation_tasks_of_another_family_than_the_test_tasks_are_refused(tmp_
 
 
 def test_the_aim_is_met_by_the_best_variant_on_unseen_templates_with_its_interval_above_zero():
-    from sweet_trl.study.fair.report import aim_lines, aim_verdict, comparison_names
+    from sweet_trl.study.fair.report import aim_lines, aim_verdict, comparison_names, validation_success
 
     def versus_rft(difference, low, high):
         return {"unseen": {"difference": difference, "ci": [low, high], "tasks": 32}}
@@ -410,7 +434,17 @@ def test_the_aim_is_met_by_the_best_variant_on_unseen_templates_with_its_interva
     chosen = aim_verdict(comparisons, {"sweet": 0.31, "sweet_best": 0.28, "rft": 0.40})
     assert chosen["chosen"] == "sweet" and not chosen["met"] and chosen["variants"]["sweet_best"]["met"]
     assert "chosen on validation: sweet (31.0%): **not met**" in aim_lines({0: chosen})
-    assert aim_verdict(comparisons, {"sweet_best": 0.28})["chosen"] == "sweet_best"  # the one with figures
+    only = aim_verdict(comparisons, {"sweet_best": 0.28})  # the one with figures; the other is named
+    assert only["chosen"] == "sweet_best" and only["unranked"] == ["sweet"]
+    assert "(sweet: no validation figures, not chosen)" in aim_lines({0: only})
+    tie = aim_verdict(comparisons, {"sweet": 0.3, "sweet_best": 0.3})  # tied: met only if both are
+    assert tie["chosen"] is None and tie["tied"] == ["sweet", "sweet_best"] and not tie["met"]
+    assert "tied on validation: sweet and sweet_best (30.0%), met if every one is: **not met**" in aim_lines({0: tie})
+    # the round an arm would read the test at: its last, or its best under best_on_validation
+    rounds = {"sweet": [{"round": 1, "success_rate": 0.4}, {"round": 2, "success_rate": 0.2}]}
+    by_round = {"protocol": {"validation_by_round": rounds}}
+    assert validation_success(by_round) == {"sweet": 0.2}
+    assert validation_success({**by_round, "settings": {"test_round": "best_on_validation"}}) == {"sweet": 0.4}
     # an arm variant of a SWEET-RL arm (sweet@nll1) is one of its variants
     assert aim_verdict({"sweet@nll1 - rft": versus_rft(0.06, 0.01, 0.11)})["variants"]["sweet@nll1"]["met"]
     assert aim_verdict({"sweet_true - rft": versus_rft(0.06, 0.01, 0.11)}) is None  # a control, not a variant

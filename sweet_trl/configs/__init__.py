@@ -1,8 +1,8 @@
 """The example run configurations, shipped with the package and found by name::
 
     sweet-rl study    --config demo_cpu       # SWEET-RL against zero-shot on a laptop CPU (make demo)
-    sweet-rl study    --config study_cpu      # the small-scale study: every method, intervals (make study)
-    sweet-rl fair-study --config fair_cpu     # every arm at equal compute, validation, test read once (make fair-study)
+    sweet-rl study    --config study_cpu      # the small-scale study: every method, intervals (make study-cpu)
+    sweet-rl fair-study --config fair_cpu     # every arm at equal compute, validation, test read once (make study)
     sweet-rl fair-study --config fair_multi_cpu   # the same where turns matter (the multi-fact family, 5 turns)
     sweet-rl warm-start --config warm_start_multi_cpu   # that family's starting policy
     sweet-rl pipeline --config backend_8b     # the paper's backend setting, on GPUs

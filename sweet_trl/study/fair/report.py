@@ -86,12 +86,16 @@ def comparison_names(arms: Sequence[str]) -> list[tuple[str, str]]:
 
 def validation_success(results: Mapping[str, Any]) -> dict[str, float]:
     """Each arm's validation success at the round that read (or would read) the test tasks: the ledger's record
-    where the arm read them, else its last round on validation."""
+    where the arm read them, else the round the study's ``test_round`` picks (its last; its best, earliest on ties,
+    with ``best_on_validation``)."""
     protocol = results.get("protocol") or {}
+    best = (results.get("settings") or {}).get("test_round") == "best_on_validation"
     success = {}
     for arm, rounds in (protocol.get("validation_by_round") or {}).items():
         if rounds:
-            success[arm] = max(rounds, key=lambda r: r["round"])["success_rate"]
+            pick = (max(rounds, key=lambda r: (r["success_rate"], -r["round"])) if best
+                    else max(rounds, key=lambda r: r["round"]))
+            success[arm] = pick["success_rate"]
     for arm, record in (protocol.get("validation") or {}).items():
         figure = (record.get("figures") or {}).get(f"round{(record.get('settings') or {}).get('round')}")
         if figure and figure.get("success_rate") is not None:
@@ -105,7 +109,9 @@ def aim_verdict(comparisons: Mapping[str, Any], validation: Mapping[str, float] 
     ``sweet_best`` and their arm variants), its difference on unseen templates and whether it gets there (at least 5
     points, interval above 0). The verdict is the variant's that ``validation`` (arm -> validation success,
     :func:`validation_success`) puts first, since choosing among them by their test figures would choose on the test
-    tasks; without validation figures for them, ``met`` when any variant gets there (``chosen`` is then None).
+    tasks (variants tied there: ``met`` only when every one of them gets there; a variant without validation figures
+    is not chosen, and named in ``unranked``); without validation figures for any, ``met`` when any variant gets
+    there (``chosen`` is then None).
     ``None`` where no variant meets RFT in these comparisons (a file of later arms alone: ``sweet-rl fair-report
     --pooled`` joins the files of a seed and says it per seed)."""
     variants = {}
@@ -117,10 +123,12 @@ def aim_verdict(comparisons: Mapping[str, Any], validation: Mapping[str, float] 
     if not variants:
         return None
     ranked = [name for name in variants if (validation or {}).get(name) is not None]
-    chosen = max(ranked, key=lambda name: validation[name]) if ranked else None  # the first listed on ties
-    met = variants[chosen]["met"] if chosen else any(v["met"] for v in variants.values())
-    return {**AIM, "variants": variants, "chosen": chosen,
-            "chosen_on_validation": {name: validation[name] for name in ranked} if ranked else None, "met": met}
+    top = max((validation[name] for name in ranked), default=None)
+    tied = [name for name in ranked if validation[name] == top]
+    met = all(variants[name]["met"] for name in tied) if tied else any(v["met"] for v in variants.values())
+    return {**AIM, "variants": variants, "chosen": tied[0] if len(tied) == 1 else None, "tied": tied if len(tied) > 1 else [],
+            "chosen_on_validation": {name: validation[name] for name in ranked} if ranked else None,
+            "unranked": [name for name in variants if name not in ranked] if ranked else [], "met": met}
 
 
 def aim_lines(verdicts: Mapping[Any, Mapping[str, Any] | None], every_seed: bool = True) -> str:
@@ -134,10 +142,13 @@ def aim_lines(verdicts: Mapping[Any, Mapping[str, Any] | None], every_seed: bool
             continue
         figures = "; ".join(f"{name} - {AIM['against']} {_points(v)}{' (met)' if v['met'] else ''}"
                             for name, v in verdict["variants"].items())
-        chosen = verdict.get("chosen")
-        by = (f"; chosen on validation: {chosen} ({verdict['chosen_on_validation'][chosen] * 100:.1f}%)" if chosen
+        chosen, tied, on = verdict.get("chosen"), verdict.get("tied"), verdict.get("chosen_on_validation")
+        by = (f"; chosen on validation: {chosen} ({on[chosen] * 100:.1f}%)" if chosen
+              else f"; tied on validation: {' and '.join(tied)} ({on[tied[0]] * 100:.1f}%), met if every one is" if tied
               else "; no validation figures to choose by: met if any variant is" if len(verdict["variants"]) > 1
               else "")
+        if verdict.get("unranked"):
+            by += f" ({', '.join(verdict['unranked'])}: no validation figures, not chosen)"
         lines.append(f"- seed {seed}: {figures}{by}: **{'met' if verdict['met'] else 'not met'}**")
     known = [v for v in verdicts.values() if v is not None]
     if known and every_seed:
@@ -273,7 +284,11 @@ def _points(entry: Mapping[str, Any] | None) -> str:
 def _read_at(results: Mapping[str, Any], arm: str) -> str:
     """`` (at <commit>)`` where an arm's test read was made by other code than the file's (a study read back later)."""
     commit = results.get("protocol", {}).get("read_commits", {}).get(arm)
-    return f" (at {commit[:7]})" if commit and commit != results.get("settings", {}).get("git_commit") else ""
+    settings = results.get("settings", {})
+    # a joined file's arm was written by the part that holds it
+    own = next((part.get("git_commit") for part in settings.get("joined_from") or [] if arm in part.get("arms", [])),
+               settings.get("git_commit"))
+    return f" (at {commit[:7]})" if commit and commit != own else ""
 
 
 def markdown_tables(results: Mapping[str, Any]) -> str:

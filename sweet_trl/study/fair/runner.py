@@ -230,7 +230,7 @@ class FairStudy(Study):
         from sweet_trl.study.protocol import ProtocolError
 
         plan: dict[str, str] = {}
-        with plan_only(), self.links_undone(set(self.entries())):
+        with plan_only(), self.links_undone(set(self.entries())), self.state_kept():
             try:
                 start_policy = self.start_stages(arms)
                 if self.args.read_test:
@@ -247,6 +247,19 @@ class FairStudy(Study):
                 except (StageError, ProtocolError) as err:
                     plan[arm.name] = str(err)
         return plan
+
+    @contextmanager
+    def state_kept(self) -> Iterator[None]:
+        """Leave the study as a walk found it: the warm start's policy joins the shared options as the start is
+        walked, and a run after the walk that found it there would read the warm start with its own output as its
+        base (and make it again)."""
+        import copy
+
+        kept = copy.deepcopy((self.shared, self.markers, self.used, self.validation, self.failed))
+        try:
+            yield
+        finally:
+            self.shared, self.markers, self.used, self.validation, self.failed = kept
 
     def refuse_second_reads(self, arms: Sequence[Arm]) -> None:
         """Refuse, before any stage runs, a run that would read the test tasks of an arm the ledger says has read
@@ -267,9 +280,9 @@ class FairStudy(Study):
             reasons = "; ".join(f"{name}: {why}" for name, why in again.items())
             raise ProtocolError(
                 f"{', '.join(again)} already read the test tasks ({ledger_path(self.run_dir)}) and this run would "
-                f"train or evaluate them again ({reasons}): a second read, refused before any stage runs. Go on with "
-                "--fair.read_test false (validation only), in another --run_dir, or --fair.force_test_read true "
-                "(recorded as forced)")
+                f"train or evaluate them again ({reasons}): a second read, refused before any stage runs (a change "
+                "that reaches only validation is counted too). Go on with --fair.read_test false (validation only), "
+                "in another --run_dir, or --fair.force_test_read true (a read that happens is recorded as forced)")
 
     def plan(self) -> dict[str, Any]:
         """``--fair.plan true``: each arm as far as its stages are complete, and the first stage that would run;
