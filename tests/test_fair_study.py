@@ -336,6 +336,14 @@ def test_a_second_test_read_is_refused_unless_forced_and_then_recorded(tiny_fair
                                             r".*max_steps: 3 -> 4\): a second read, refused before any stage runs"):
         run_fair_study(tiny_fair["path"], retrained, stream=io.StringIO())
     assert snapshot() == files and not (tiny_fair["root"] / "results" / "rft_again.json").exists()
+    # an arm added to a study whose start has read the test: round 1's new shared stages (a critic without c) do not
+    # change the start's read, so nothing is refused
+    from sweet_trl.study.fair.runner import FairStudy
+
+    study = FairStudy(tiny_fair["path"], ["--fair.arms", "best_no_c", "--fair.results_path",
+                                          str(tiny_fair["root"] / "results" / "no_c.json")], stream=io.StringIO())
+    study.refuse_second_reads(study.args.arm_list())
+    assert snapshot() == files
     forced = run_fair_study(tiny_fair["path"], [*other_seed, "--fair.force_test_read", "true"], stream=io.StringIO())
     assert forced["protocol"]["test_reads"]["rft"] == 2 and forced["protocol"]["forced_reads"]["rft"] == 1
 

@@ -180,14 +180,18 @@ class FairStudy(Study):
 
     # -- the study -------------------------------------------------------------------------------------------
 
-    def start_stages(self, arms: Sequence[Arm]) -> str:
-        """The warm start, round 1's shared stages and the start's validation; returns the start policy."""
+    def warm_start_policy(self) -> str:
+        """The warm start (when the config has one); returns the start policy."""
         if WARM_START in self.config:
             from sweet_trl.pipeline.commands import warm_start_override
 
             self.shared = [*self.shared, *warm_start_override(
                 self.run_dir, self.stage(WARM_START, self.run_dir, key=WARM_START))]
-        start_policy = self.stage_options("collect", [])[0].policy_model
+        return self.stage_options("collect", [])[0].policy_model
+
+    def start_stages(self, arms: Sequence[Arm]) -> str:
+        """The warm start, round 1's shared stages and the start's validation; returns the start policy."""
+        start_policy = self.warm_start_policy()
         self.shared_round_one(arms)
         self.validate(START, 0, start_policy)
         return start_policy
@@ -231,14 +235,24 @@ class FairStudy(Study):
 
         plan: dict[str, str] = {}
         with plan_only(), self.links_undone(set(self.entries())), self.state_kept():
-            try:
-                start_policy = self.start_stages(arms)
+            try:  # the start's own stages: what its test read rests on (round 1's shared stages do not change it)
+                start_policy = self.warm_start_policy()
+                self.validate(START, 0, start_policy)
                 if self.args.read_test:
                     self.read_test(START, {0: start_policy})
                 plan[START] = "complete"
             except (StageError, ProtocolError) as err:
                 plan[START] = str(err)
+            shared = None
+            if plan[START] == "complete":
+                try:
+                    self.shared_round_one(arms)
+                except (StageError, ProtocolError) as err:
+                    shared = str(err)
             for arm in arms if plan[START] == "complete" else []:
+                if shared is not None:  # every arm stops at round 1's shared stages
+                    plan[arm.name] = shared
+                    continue
                 try:
                     policies = self.rounds(arm, start_policy)
                     if self.args.read_test:
