@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -101,6 +101,11 @@ def validation_success(results: Mapping[str, Any]) -> dict[str, float]:
         if figure and figure.get("success_rate") is not None:
             success[arm] = figure["success_rate"]
     return success
+
+
+def validation_success_of(files: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """:func:`validation_success` over the files of one seed's run (parts holding other arms)."""
+    return {arm: rate for results in files for arm, rate in validation_success(results).items()}
 
 
 def aim_verdict(comparisons: Mapping[str, Any], validation: Mapping[str, float] | None = None
@@ -468,8 +473,7 @@ def joined_results(files: Mapping[str, Mapping[str, Any]], samples: int = 10_000
         "test": union("test"), "test_per_task": union("test_per_task"),
         "validation_per_task": union("validation_per_task"),
         "comparisons": comparisons, "failed": union("failed"),
-        "aim": aim_verdict(comparisons, {arm: rate for results in parts
-                                         for arm, rate in validation_success(results).items()}),
+        "aim": aim_verdict(comparisons, validation_success_of(parts)),
     }
 
 
@@ -603,8 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             by_seed.setdefault(results.get("settings", {}).get("seed"), {})[path] = results
         pooled.append(aim_lines({seed: aim_verdict(pooled_comparisons(part)["comparisons"] if len(part) > 1
                                                    else next(iter(part.values())).get("comparisons", {}),
-                                                   {arm: rate for results in part.values()
-                                                    for arm, rate in validation_success(results).items()})
+                                                   validation_success_of(part.values()))
                                  for seed, part in by_seed.items()}))
         without = [path for path, results in files.items() if not results.get("validation_per_task")]
         if not without:
