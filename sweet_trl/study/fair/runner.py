@@ -1,9 +1,10 @@
 """``sweet-rl fair-study``: SWEET-RL against its baselines and controls at equal compute, read as a skeptic would.
 
     sweet-rl fair-study --config fair_cpu $(python -m sweet_trl.precision)          # make study (= make fair-study)
-    sweet-rl fair-study --config fair_cpu --fair.read_test false                    # validation only
-    sweet-rl fair-study --config fair_cpu --run_dir runs/fair_cpu_seed1 --fair.seed 1 \\
-        --fair.results_path benchmarks/results/fair_study_seed1.json
+    sweet-rl fair-study --config fair_cpu --fair.read_test false \\
+        --fair.results_path runs/fair_validation.json                                # validation only
+    sweet-rl fair-study --config fair_cpu --run_dir runs/fair_cpu_seed1 --seed 1 --fair.seed 1 \\
+        --evaluate.eval_seed 2000 --fair.results_path benchmarks/results/fair_study_seed1.json   # seed 1
 
 Every arm (:mod:`~sweet_trl.study.fair.arms`) starts from the same policy and runs ``rounds`` on-policy rounds:
 collect the same number of episodes with its current policy, build that round's training data its own way, train
