@@ -462,6 +462,33 @@ def test_the_aim_is_met_by_the_best_variant_on_unseen_templates_with_its_interva
     assert not {pair for pair in names if pair[0] == "rft@x" and pair[1] not in ("rft", "start")}
 
 
+def test_fair_report_draws_the_comparisons_of_each_seed_and_the_pool(tiny_fair, capsys):
+    import copy
+
+    from sweet_trl.cli import main
+
+    results = json.loads((tiny_fair["root"] / "results" / "fair_study.json").read_text())
+    other = copy.deepcopy(results)
+    other["settings"]["seed"] = 1
+    paths = []
+    for name, data in (("fig_seed0.json", results), ("fig_seed1.json", other)):
+        paths.append(str(tiny_fair["root"] / name))
+        Path(paths[-1]).write_text(json.dumps(data))
+    out = tiny_fair["root"] / "figures" / "fair.svg"
+    assert main(["fair-report", *paths, "--pooled", "--figure", str(out)]) == 0
+    assert f"Figure: {out}" in capsys.readouterr().out
+    svg = out.read_text()
+    for text in ("all test tasks", "seen templates", "unseen templates", "seed 0", "seed 1", "seeds 0, 1 pooled",
+                 "aim (- rft)", *results["comparisons"]):
+        assert text in svg, text
+    assert main(["fair-report", paths[0], "--figure", str(out.with_suffix(".txt"))]) == 2
+    assert "give a file ending in .svg, .png, .pdf" in capsys.readouterr().err
+    validation_only = tiny_fair["root"] / "fig_validation.json"
+    validation_only.write_text(json.dumps({**results, "comparisons": {}, "test": {}, "test_per_task": {}}))
+    assert main(["fair-report", str(validation_only), "--figure", str(out)]) == 2
+    assert "no comparisons on test" in capsys.readouterr().err
+
+
 def test_fair_report_versus_compares_the_same_arms_of_two_runs_task_by_task(tiny_fair, capsys):
     """Two runs that differ in one thing (the train templates, say), read on the same test tasks: each shared arm,
     the second run's against the first's, paired by task; other tasks or other compute are refused."""

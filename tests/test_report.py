@@ -136,6 +136,49 @@ def test_advantage_colours_scale_with_the_largest_advantage():
     assert advantage_color(0.1, 0.0) == "rgba(26,127,55,0.080)"
 
 
+def test_comparison_intervals_draw_each_difference_and_interval_where_the_json_puts_them():
+    from sweet_trl.report.figures import comparison_intervals
+
+    def entry(difference, low, high):
+        return {"difference": difference, "ci": [low, high]}
+
+    series = {
+        "seed 0": {"sweet - rft": {"success": entry(0.05, -0.01, 0.11), "seen": entry(0.10, 0.02, 0.18),
+                                   "unseen": entry(-0.03, -0.08, 0.02)},
+                   "rft - start": {"success": entry(0.02, 0.0, 0.04), "seen": None, "unseen": entry(0.0, 0.0, 0.0)}},
+        "seed 1": {"sweet - rft": {"success": entry(-0.04, -0.09, 0.01), "seen": entry(0.0, -0.05, 0.05),
+                                   "unseen": entry(-0.06, -0.12, 0.0)}},
+    }
+    figure = comparison_intervals(series, aim=("unseen", 5.0, "aim"))
+    axes = figure.axes
+    assert [ax.get_title() for ax in axes] == ["all test tasks", "seen templates", "unseen templates"]
+    assert [t.get_text() for t in axes[0].get_yticklabels()] == ["sweet - rft", "rft - start"]
+    assert [text.get_text() for text in axes[2].get_legend().get_texts()] == ["seed 0", "seed 1"]
+
+    def drawn(ax):
+        """(label, y) -> (x, low, high) in points, from the error bars matplotlib holds."""
+        points = {}
+        for container in ax.containers:
+            marker, _, (bars,) = container
+            for x, y, segment in zip(*marker.get_data(), bars.get_segments()):
+                points[(container.get_label(), round(float(y), 3))] = (
+                    float(x), float(segment[0][0]), float(segment[1][0]))
+        return points
+
+    top, below = 1, 0  # the first comparison is drawn on top
+    everything, seen, unseen = (drawn(ax) for ax in axes)
+    assert everything[("seed 0", top + 0.175)] == pytest.approx((5.0, -1.0, 11.0))
+    assert everything[("seed 1", top - 0.175)] == pytest.approx((-4.0, -9.0, 1.0))
+    assert everything[("seed 0", below + 0.175)] == pytest.approx((2.0, 0.0, 4.0))
+    assert len(everything) == 3
+    assert ("seed 0", below + 0.175) not in seen and len(seen) == 2  # a part without tasks is left out, not drawn at 0
+    assert unseen[("seed 1", top - 0.175)] == pytest.approx((-6.0, -12.0, 0.0))
+    assert any(line.get_xdata()[0] == 5.0 and line.get_linestyle() == "--" for line in axes[2].lines)
+    assert not any(line.get_linestyle() == "--" for line in axes[0].lines)
+    with pytest.raises(ValueError, match="no comparisons"):
+        comparison_intervals({"seed 0": {}})
+
+
 def test_report_command_writes_to_the_configured_path(run_dir, tmp_path):
     from sweet_trl.pipeline import report_command
 

@@ -176,3 +176,52 @@ def interval_bars(policies: Mapping[str, Mapping[str, Any]], metrics: Mapping[st
         ax.set_title(label, fontsize=9)
     plt.setp(axes, ylim=(0, None))
     return to_svg(fig)
+
+
+# The parts of the test tasks a fair study's comparison holds, as its JSON names them, and their panel titles.
+COMPARISON_PARTS = {"success": "all test tasks", "seen": "seen templates", "unseen": "unseen templates"}
+
+
+def comparison_intervals(series: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                         parts: Mapping[str, str] = COMPARISON_PARTS, aim: tuple[str, float, str] | None = None):
+    """Paired differences in success with their intervals: a panel per part of the tasks (all, seen templates,
+    unseen templates), a row per comparison, a marker per series (a seed's file, the seeds pooled).
+
+    ``series``: label -> comparisons as ``fair_study.json`` holds them (``{"<arm> - <arm>": {"success":
+    {"difference", "ci"}, "seen": ..., "unseen": ...}}``, fractions, drawn as points). ``aim``: (part, points,
+    label), a dashed line where the aim lies in that part's panel. Returns the matplotlib figure (:func:`to_svg`, or
+    ``savefig`` to a file).
+    """
+    names = list(dict.fromkeys(name for comparisons in series.values() for name in comparisons))
+    if not names:
+        raise ValueError("no comparisons to draw")
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(parts), sharex=True, sharey=True, squeeze=False, dpi=100, layout="constrained",
+                             figsize=(3.2 * len(parts) + 2.4, 0.32 * len(names) * max(1, len(series) / 2) + 1.4))
+    rows = {name: len(names) - 1 - index for index, name in enumerate(names)}  # the first comparison on top
+    spread = 0.7 / len(series)
+    for ax, (part, title) in zip(axes[0], parts.items()):
+        for index, (label, comparisons) in enumerate(series.items()):
+            offset = (len(series) - 1) / 2 * spread - index * spread
+            drawn = [(rows[name] + offset, entry[part]) for name, entry in comparisons.items() if entry.get(part)]
+            if not drawn:
+                continue
+            ys = [y for y, _ in drawn]
+            xs = [100 * e["difference"] for _, e in drawn]
+            lows = [x - 100 * e["ci"][0] for x, (_, e) in zip(xs, drawn)]
+            highs = [100 * e["ci"][1] - x for x, (_, e) in zip(xs, drawn)]
+            ax.errorbar(xs, ys, xerr=[lows, highs], fmt="o", markersize=4, capsize=2, linewidth=1,
+                        color=PALETTE[index % len(PALETTE)], label=label)
+        ax.axvline(0, color="#444444", linewidth=0.8)
+        if aim and aim[0] == part:
+            ax.axvline(aim[1], color="#444444", linewidth=0.8, linestyle="--")
+            ax.text(aim[1], len(names) - 0.4, f" {aim[2]}", fontsize=7, va="bottom")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("points of success", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(axis="x", alpha=0.3)
+        ax.spines[["top", "right"]].set_visible(False)
+    axes[0][0].set_yticks(list(rows.values()), labels=list(rows))
+    axes[0][0].set_ylim(-0.7, len(names) - 0.1)
+    axes[0][-1].legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig

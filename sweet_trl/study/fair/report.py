@@ -513,6 +513,34 @@ def versus_comparisons(base: Mapping[str, Any], other: Mapping[str, Any], sample
     return {arm: arm_comparison(rows_b[arm], rows_a[arm], samples, seed) for arm in arms}
 
 
+FIGURE_FORMATS = (".svg", ".png", ".pdf")
+
+
+def write_figure(files: Mapping[str, Mapping[str, Any]], path: str | Path, pooled: bool = False) -> Path:
+    """The files' comparisons on test as one figure (:func:`~sweet_trl.report.figures.comparison_intervals`): a
+    marker per seed (per file where a seed has several), and the seeds pooled task by task with ``pooled``; the aim
+    drawn in its panel."""
+    from sweet_trl.report.figures import comparison_intervals
+
+    seeds = [results.get("settings", {}).get("seed") for results in files.values()]
+    one_per_seed = len(set(seeds)) == len(seeds)
+    series = {(f"seed {seed}" if one_per_seed else Path(name).stem): results.get("comparisons") or {}
+              for seed, (name, results) in zip(seeds, files.items())}
+    if pooled:
+        both = pooled_comparisons(files)
+        series[f"seeds {', '.join(map(str, both['seeds']))} pooled"] = both["comparisons"]
+    if not any(series.values()):
+        raise ValueError("the files hold no comparisons on test (runs that read validation only): nothing to draw")
+    figure = comparison_intervals(series, aim=(AIM["templates"], AIM["points"] * 100,
+                                               f"aim (- {AIM['against']})"))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+    return Path(path)
+
+
 def results_file(path: str) -> str:
     """A results file as given, or the one a fair study's run folder holds (``<run_dir>/fair/fair_study.json``)."""
     folder = Path(path)
@@ -545,10 +573,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="each file's run folder, in the same order (a file records its own as settings.run_dir): "
                              "adds the comparisons on validation (each arm's last round); a file written before "
                              "per-task test figures were kept takes them from its run's test-read ledger")
+    parser.add_argument("--figure", metavar="OUT",
+                        help="also draw the comparisons on test to OUT (.svg, .png or .pdf): all tasks, seen and "
+                             "unseen templates, a marker per file (per seed), and the seeds pooled with --pooled")
     parser.add_argument("--join", metavar="OUT",
                         help="write the files of one seed's run (its later arms in files of their own) as one fair "
                              "study JSON to OUT: every arm, and the comparisons of them all")
     args = parser.parse_args(argv)
+    if args.figure and Path(args.figure).suffix.lower() not in FIGURE_FORMATS:
+        raise ValueError(f"--figure {args.figure}: give a file ending in {', '.join(FIGURE_FORMATS)}")
     if args.runs and len(args.runs) != len(args.results):
         raise ValueError(f"--runs names {len(args.runs)} folders for {len(args.results)} files: one per file")
     texts, files = [], {}
@@ -618,5 +651,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "no per-task validation rows (written before they were kept); give each file's run folder "
                           "with --runs")
         texts.append("### pooled\n\n" + "\n\n".join(pooled))
+    if args.figure:
+        write_figure(files, args.figure, pooled=args.pooled)
+        texts.append(f"Figure: {args.figure}")
     print("\n\n".join(texts))
     return 0
