@@ -481,6 +481,12 @@ def test_fair_report_draws_the_comparisons_of_each_seed_and_the_pool(tiny_fair, 
     for text in ("all test tasks", "seen templates", "unseen templates", "seed 0", "seed 1", "seeds 0, 1 pooled",
                  "aim (- rft)", *results["comparisons"]):
         assert text in svg, text
+    part = tiny_fair["root"] / "fig_seed0_later.json"  # a second file of seed 0's run: a series of its own
+    part.write_text(json.dumps(results))
+    assert main(["fair-report", paths[0], str(part), "--pooled", "--figure", str(out)]) == 0
+    svg = out.read_text()
+    assert all(text in svg for text in ("fig_seed0", "fig_seed0_later", "seed 0, files joined"))
+    assert "seed 1" not in svg and "pooled" not in svg
     assert main(["fair-report", paths[0], "--figure", str(out.with_suffix(".txt"))]) == 2
     assert "give a file ending in .svg, .png, .pdf" in capsys.readouterr().err
     validation_only = tiny_fair["root"] / "fig_validation.json"

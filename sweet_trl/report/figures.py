@@ -35,6 +35,13 @@ def to_svg(fig) -> str:
     return re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 class="figure-svg"', svg, count=1)
 
 
+def save(fig, path) -> None:
+    """Write the figure to ``path`` in the format its suffix names (``.svg``, ``.png``, ``.pdf``), and free it."""
+    plt = _pyplot()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def _figure(width: float = 6.4, height: float = 3.2):
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(width, height), dpi=100, layout="tight")

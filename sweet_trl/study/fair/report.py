@@ -520,7 +520,7 @@ def write_figure(files: Mapping[str, Mapping[str, Any]], path: str | Path, poole
     """The files' comparisons on test as one figure (:func:`~sweet_trl.report.figures.comparison_intervals`): a
     marker per seed (per file where a seed has several), and the seeds pooled task by task with ``pooled``; the aim
     drawn in its panel."""
-    from sweet_trl.report.figures import comparison_intervals
+    from sweet_trl.report.figures import comparison_intervals, save
 
     seeds = [results.get("settings", {}).get("seed") for results in files.values()]
     one_per_seed = len(set(seeds)) == len(seeds)
@@ -528,16 +528,15 @@ def write_figure(files: Mapping[str, Mapping[str, Any]], path: str | Path, poole
               for seed, (name, results) in zip(seeds, files.items())}
     if pooled:
         both = pooled_comparisons(files)
-        series[f"seeds {', '.join(map(str, both['seeds']))} pooled"] = both["comparisons"]
+        seeds_pooled = ", ".join(map(str, both["seeds"]))
+        label = f"seeds {seeds_pooled} pooled" if len(both["seeds"]) > 1 else f"seed {seeds_pooled}, files joined"
+        series[label] = both["comparisons"]
     if not any(series.values()):
         raise ValueError("the files hold no comparisons on test (runs that read validation only): nothing to draw")
     figure = comparison_intervals(series, aim=(AIM["templates"], AIM["points"] * 100,
                                                f"aim (- {AIM['against']})"))
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    import matplotlib.pyplot as plt
-
-    plt.close(figure)
+    save(figure, path)
     return Path(path)
 
 
