@@ -1,7 +1,7 @@
 """``sweet-rl credit``: every critic scored against Monte Carlo returns, at question turns and at answer turns.
 
     sweet-rl credit --config study_cpu --run_dir runs/study_cpu $(python -m sweet_trl.precision) \\
-        --credit.results_path benchmarks/results/critic_credit.json
+        --credit.results_path runs/critic_credit.json
 
 It reads a study run: the warm-started policy, the zero-shot evaluation's episodes on the held-out tasks (the
 states), the collection (the value function's training data), ``train_critic/`` and, when the run has it,
