@@ -421,6 +421,7 @@ def test_status_tells_done_running_interrupted_and_linked_stages_apart(tmp_path,
     assert main(["status", str(run_dir), "--running"]) == 0
     text = capsys.readouterr().out
     assert "interrupted" in text and "running" in text and "episodes=7" not in text
+    assert text.splitlines()[-1].startswith("1 stages done here")  # the count covers the stages not listed
     assert main(["status", str(other)]) == 0
     assert "done, linked" in capsys.readouterr().out
     assert main(["status", str(tmp_path / "absent")]) == 2

@@ -295,12 +295,15 @@ def run_status(root: Path, now: datetime | None = None) -> list[StageStatus]:
     return sorted(out, key=lambda s: s.path)
 
 
-def format_status(stages: Sequence[StageStatus], root: Path) -> str:
+def format_status(stages: Sequence[StageStatus], root: Path, only_active: bool = False) -> str:
+    """A line per stage and a last line that counts them all; ``only_active`` lists only the stages not done (the
+    count still covers every stage)."""
     if not stages:
         return f"{root}: no stage has started here"
-    width = max(len(s.path) for s in stages)
+    shown = [s for s in stages if s.state not in ("done", "not a stage")] if only_active else list(stages)
+    width = max((len(s.path) for s in shown), default=len("stage"))
     lines = [f"{'stage':<{width}}  {'state':<20} {'minutes':>7}  key figures first (or the process, or the error)"]
-    lines += [s.line(width) for s in stages]
+    lines += [s.line(width) for s in shown] or [f"{root}: no stage running, interrupted or failed"]
     own_done = [s for s in stages if s.state == "done" and s.linked_to is None]
     count = {state: sum(s.state == state for s in stages) for state in ("running", "interrupted", "failed", "unknown")}
     count["stale"] = sum(s.stale is not None for s in stages)
@@ -326,9 +329,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         root = Path(name)
         if not root.is_dir():
             raise FileNotFoundError(f"{root} is not a folder")
-        stages = run_status(root)
-        if args.running:
-            stages = [s for s in stages if s.state not in ("done", "not a stage")]
-        texts.append(format_status(stages, root))
+        texts.append(format_status(run_status(root), root, only_active=args.running))
     print("\n\n".join(texts))
     return 0
