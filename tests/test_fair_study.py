@@ -157,7 +157,7 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
     import copy
 
     from sweet_trl.cli import main
-    from sweet_trl.study.fair.report import pooled_comparisons
+    from sweet_trl.study.fair.across_runs import pooled_comparisons
 
     results = json.loads((tiny_fair["root"] / "results" / "fair_study.json").read_text())
     per_task = results["test_per_task"]
@@ -229,7 +229,7 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
     with pytest.raises(ValueError, match="no per-task figures"):
         pooled_comparisons({"a": results, "b": older})
     # a file written before per-task figures were kept takes them from its run's ledger
-    from sweet_trl.study.fair.report import test_rows_from_ledger
+    from sweet_trl.study.fair.across_runs import test_rows_from_ledger
 
     assert test_rows_from_ledger(tiny_fair["run"]) == per_task
     Path(paths[0]).write_text(json.dumps({k: v for k, v in results.items() if k != "test_per_task"}))
@@ -251,7 +251,7 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
     text = capsys.readouterr().out
     assert f"| sweet_best - rft | {expected * 100:+.1f} [" in text.split("### pooled")[1]
     # with the runs, each arm's last validation round compared as on test (the start at round 0)
-    from sweet_trl.study.fair.report import validation_comparisons, validation_rows
+    from sweet_trl.study.fair.results import validation_comparisons, validation_rows
 
     assert results["settings"]["run_dir"] == str(tiny_fair["run"])  # where the evaluations it names are
     validation = validation_rows(results, tiny_fair["run"])
@@ -377,7 +377,7 @@ def test_a_results_file_holding_what_the_run_would_not_write_again_is_refused_be
 
     from sweet_trl.study.fair import run_fair_study
     from sweet_trl.study.fair.config import FairStudyArguments
-    from sweet_trl.study.fair.report import check_results_path
+    from sweet_trl.study.fair.results import check_results_path
     from sweet_trl.study.protocol import ProtocolError
 
     path = tiny_fair["root"] / "results" / "fair_study.json"
@@ -421,7 +421,8 @@ def test_validation_tasks_of_another_family_than_the_test_tasks_are_refused(tmp_
 
 
 def test_the_aim_is_met_by_the_best_variant_on_unseen_templates_with_its_interval_above_zero():
-    from sweet_trl.study.fair.report import aim_lines, aim_verdict, comparison_names, validation_success
+    from sweet_trl.study.fair.results import aim_verdict, comparison_names, validation_success
+    from sweet_trl.study.fair.tables import aim_lines
 
     def versus_rft(difference, low, high):
         return {"unseen": {"difference": difference, "ci": [low, high], "tasks": 32}}
@@ -501,7 +502,7 @@ def test_fair_report_versus_compares_the_same_arms_of_two_runs_task_by_task(tiny
     import copy
 
     from sweet_trl.cli import main
-    from sweet_trl.study.fair.report import versus_comparisons
+    from sweet_trl.study.fair.across_runs import versus_comparisons
 
     base = json.loads(json.dumps(tiny_fair["results"]))  # the fixture's study (later tests rerun parts of it)
     other = copy.deepcopy(base)
@@ -555,7 +556,7 @@ def test_an_arm_variant_runs_beside_its_arm_at_the_same_compute_and_is_compared_
     sampled), read on validation and compared with the arm it varies; the arm itself is read back, not rerun."""
     from sweet_trl.pipeline_config import ConfigError
     from sweet_trl.study.fair import run_fair_study
-    from sweet_trl.study.fair.report import validation_comparisons
+    from sweet_trl.study.fair.results import validation_comparisons
 
     run, fair = tiny_fair["run"], tiny_fair["run"] / "fair"
     base = {p: p.stat().st_mtime_ns for p in (fair / "sweet_best").rglob("_COMPLETE.json")}

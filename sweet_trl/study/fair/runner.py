@@ -36,7 +36,7 @@ from typing import Any
 from sweet_trl.pipeline_config import ConfigError
 from sweet_trl.study.fair.arms import START, Arm
 from sweet_trl.study.fair.config import FairStudyArguments
-from sweet_trl.study.fair.report import check_results_path
+from sweet_trl.study.fair.results import check_results_path, fair_results, write_fair_results
 from sweet_trl.study.protocol import running_code_state
 from sweet_trl.study.runner import WARM_START, Study, merged_policy, parse_section
 
@@ -205,8 +205,6 @@ class FairStudy(Study):
         return policies
 
     def run(self) -> dict[str, Any]:
-        from sweet_trl.study.fair.report import fair_results, write_fair_results
-
         if self.args.plan:
             return self.plan()
         running_code_state()  # the commit the JSON and the test reads record: this one, even if the checkout moves
@@ -379,8 +377,6 @@ class FairStudy(Study):
 
     def write(self, final: bool = False) -> dict[str, Any]:
         """The study's JSON so far (a stopped study keeps what it measured)."""
-        from sweet_trl.study.fair.report import fair_results, write_fair_results
-
         results = fair_results(self)
         write_fair_results(self, results)
         return results
