@@ -229,7 +229,7 @@ def test_fair_report_pools_seeds_task_by_task_and_refuses_what_cannot_be_pooled(
     with pytest.raises(ValueError, match="no per-task figures"):
         pooled_comparisons({"a": results, "b": older})
     # a file written before per-task figures were kept takes them from its run's ledger
-    from sweet_trl.study.fair.across_runs import test_rows_from_ledger
+    from sweet_trl.study.fair.results import test_rows_from_ledger
 
     assert test_rows_from_ledger(tiny_fair["run"]) == per_task
     Path(paths[0]).write_text(json.dumps({k: v for k, v in results.items() if k != "test_per_task"}))
@@ -480,14 +480,20 @@ def test_fair_report_draws_the_comparisons_of_each_seed_and_the_pool(tiny_fair, 
     assert f"Figure: {out}" in capsys.readouterr().out
     svg = out.read_text()
     for text in ("all test tasks", "seen templates", "unseen templates", "seed 0", "seed 1", "seeds 0, 1 pooled",
-                 "aim (- rft)", *results["comparisons"]):
+                 "aim: SWEET-RL - rft at least +5 on unseen, interval above 0", *results["comparisons"]):
         assert text in svg, text
     part = tiny_fair["root"] / "fig_seed0_later.json"  # a second file of seed 0's run: a series of its own
     part.write_text(json.dumps(results))
     assert main(["fair-report", paths[0], str(part), "--pooled", "--figure", str(out)]) == 0
     svg = out.read_text()
-    assert all(text in svg for text in ("fig_seed0", "fig_seed0_later", "seed 0, files joined"))
+    assert all(f">{text}<" in svg for text in ("fig_seed0", "fig_seed0_later", "seed 0, files joined"))
     assert "seed 1" not in svg and "pooled" not in svg
+    run = tiny_fair["root"] / "fig_run_copy" / "fair"  # two run folders of one seed: each named by its path
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "fair_study.json").write_text(json.dumps(results))
+    assert main(["fair-report", str(tiny_fair["run"]), str(run.parent), "--figure", str(out)]) == 0
+    svg = out.read_text()
+    assert f">{tiny_fair['run'] / 'fair' / 'fair_study.json'}<" in svg and f">{run / 'fair_study.json'}<" in svg
     assert main(["fair-report", paths[0], "--figure", str(out.with_suffix(".txt"))]) == 2
     assert "give a file ending in .svg, .png, .pdf" in capsys.readouterr().err
     validation_only = tiny_fair["root"] / "fig_validation.json"

@@ -424,6 +424,9 @@ def test_status_tells_done_running_interrupted_and_linked_stages_apart(tmp_path,
     assert text.splitlines()[-1].startswith("1 stages done here")  # the count covers the stages not listed
     assert main(["status", str(other)]) == 0
     assert "done, linked" in capsys.readouterr().out
+    assert main(["status", str(other), "--running"]) == 0  # nothing active: said, and still counted
+    assert capsys.readouterr().out.splitlines() == [f"{other}: no stage running, interrupted, failed or unknown",
+                                                    "0 stages done here in 0.0 min"]
     assert main(["status", str(tmp_path / "absent")]) == 2
 
 

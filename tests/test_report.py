@@ -149,11 +149,15 @@ def test_comparison_intervals_draw_each_difference_and_interval_where_the_json_p
         "seed 1": {"sweet - rft": {"success": entry(-0.04, -0.09, 0.01), "seen": entry(0.0, -0.05, 0.05),
                                    "unseen": entry(-0.06, -0.12, 0.0)}},
     }
-    figure = comparison_intervals(series, aim=("unseen", 5.0, "aim"))
+    series["seed 2"] = {"sweet - rft": {"success": entry(0.01, -0.02, 0.04), "seen": entry(0.01, -0.02, 0.04),
+                                        "unseen": None}, "rft - start": None}  # no unseen tasks, no test read
+    figure = comparison_intervals(series, aim={"part": "unseen", "points": 5.0, "rows": ["sweet - rft"],
+                                               "label": "aim"})
     axes = figure.axes
     assert [ax.get_title() for ax in axes] == ["all test tasks", "seen templates", "unseen templates"]
     assert [t.get_text() for t in axes[0].get_yticklabels()] == ["sweet - rft", "rft - start"]
-    assert [text.get_text() for text in axes[2].get_legend().get_texts()] == ["seed 0", "seed 1"]
+    # every series in the legend, the one drawn in no unseen panel too, and the aim
+    assert [text.get_text() for text in figure.legends[0].get_texts()] == ["seed 0", "seed 1", "seed 2", "aim"]
 
     def drawn(ax):
         """(label, y) -> (x, low, high) in points, from the error bars matplotlib holds."""
@@ -165,16 +169,21 @@ def test_comparison_intervals_draw_each_difference_and_interval_where_the_json_p
                     float(x), float(segment[0][0]), float(segment[1][0]))
         return points
 
-    top, below = 1, 0  # the first comparison is drawn on top
+    top, below, step = 1, 0, 0.7 / 3  # the first comparison is drawn on top; three series around each row
     everything, seen, unseen = (drawn(ax) for ax in axes)
-    assert everything[("seed 0", top + 0.175)] == pytest.approx((5.0, -1.0, 11.0))
-    assert everything[("seed 1", top - 0.175)] == pytest.approx((-4.0, -9.0, 1.0))
-    assert everything[("seed 0", below + 0.175)] == pytest.approx((2.0, 0.0, 4.0))
-    assert len(everything) == 3
-    assert ("seed 0", below + 0.175) not in seen and len(seen) == 2  # a part without tasks is left out, not drawn at 0
-    assert unseen[("seed 1", top - 0.175)] == pytest.approx((-6.0, -12.0, 0.0))
-    assert any(line.get_xdata()[0] == 5.0 and line.get_linestyle() == "--" for line in axes[2].lines)
-    assert not any(line.get_linestyle() == "--" for line in axes[0].lines)
+    assert everything[("seed 0", round(top + step, 3))] == pytest.approx((5.0, -1.0, 11.0))
+    assert everything[("seed 1", top)] == pytest.approx((-4.0, -9.0, 1.0))
+    assert everything[("seed 0", round(below + step, 3))] == pytest.approx((2.0, 0.0, 4.0))
+    assert len(everything) == 4
+    assert ("seed 0", round(below + step, 3)) not in seen and len(seen) == 3  # a part without tasks: left out
+    assert unseen[("seed 1", top)] == pytest.approx((-6.0, -12.0, 0.0))
+    assert len(unseen) == 3 and not any(label == "seed 2" for label, _ in unseen)
+    [aim_marks] = [c for c in axes[2].collections if c.get_label() == "aim"]
+    [[(x0, y0), (x1, y1)]] = aim_marks.get_segments()  # on the row the aim judges, not across the panel
+    assert x0 == x1 == 5.0 and y0 < top < y1 and y1 - y0 < 1
+    assert not any(c.get_label() == "aim" for ax in axes[:2] for c in ax.collections)
+    off = {"sweet - rft": {"success": {"difference": 0.0500000001, "ci": [0.01, 0.05]}, "seen": None, "unseen": None}}
+    comparison_intervals({"seed 0": off})  # a difference a rounding outside its interval draws a bar of 0
     with pytest.raises(ValueError, match="no comparisons"):
         comparison_intervals({"seed 0": {}})
 

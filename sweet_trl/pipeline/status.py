@@ -301,9 +301,12 @@ def format_status(stages: Sequence[StageStatus], root: Path, only_active: bool =
     if not stages:
         return f"{root}: no stage has started here"
     shown = [s for s in stages if s.state not in ("done", "not a stage")] if only_active else list(stages)
-    width = max((len(s.path) for s in shown), default=len("stage"))
-    lines = [f"{'stage':<{width}}  {'state':<20} {'minutes':>7}  key figures first (or the process, or the error)"]
-    lines += [s.line(width) for s in shown] or [f"{root}: no stage running, interrupted or failed"]
+    if shown:
+        width = max(len(s.path) for s in shown)
+        lines = [f"{'stage':<{width}}  {'state':<20} {'minutes':>7}  key figures first (or the process, or the error)"]
+        lines += [s.line(width) for s in shown]
+    else:
+        lines = [f"{root}: no stage running, interrupted, failed or unknown"]
     own_done = [s for s in stages if s.state == "done" and s.linked_to is None]
     count = {state: sum(s.state == state for s in stages) for state in ("running", "interrupted", "failed", "unknown")}
     count["stale"] = sum(s.stale is not None for s in stages)

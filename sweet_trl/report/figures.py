@@ -190,39 +190,44 @@ COMPARISON_PARTS = {"success": "all test tasks", "seen": "seen templates", "unse
 
 
 def comparison_intervals(series: Mapping[str, Mapping[str, Mapping[str, Any]]],
-                         parts: Mapping[str, str] = COMPARISON_PARTS, aim: tuple[str, float, str] | None = None):
+                         parts: Mapping[str, str] = COMPARISON_PARTS, aim: Mapping[str, Any] | None = None):
     """Paired differences in success with their intervals: a panel per part of the tasks (all, seen templates,
     unseen templates), a row per comparison, a marker per series (a seed's file, the seeds pooled).
 
     ``series``: label -> comparisons as ``fair_study.json`` holds them (``{"<arm> - <arm>": {"success":
-    {"difference", "ci"}, "seen": ..., "unseen": ...}}``, fractions, drawn as points). ``aim``: (part, points,
-    label), a dashed line where the aim lies in that part's panel. Returns the matplotlib figure (:func:`to_svg`, or
-    ``savefig`` to a file).
+    {"difference", "ci"}, "seen": ..., "unseen": ...}}``, fractions, drawn as points; a part without tasks, None, is
+    left out). ``aim``: ``{"part", "points", "rows", "label"}``, a dashed mark at ``points`` in that part's panel on
+    the rows the aim is about. Returns the matplotlib figure (:func:`to_svg`, or :func:`save` to a file).
     """
     names = list(dict.fromkeys(name for comparisons in series.values() for name in comparisons))
     if not names:
         raise ValueError("no comparisons to draw")
     plt = _pyplot()
+    from matplotlib.lines import Line2D
     fig, axes = plt.subplots(1, len(parts), sharex=True, sharey=True, squeeze=False, dpi=100, layout="constrained",
                              figsize=(3.2 * len(parts) + 2.4, 0.32 * len(names) * max(1, len(series) / 2) + 1.4))
     rows = {name: len(names) - 1 - index for index, name in enumerate(names)}  # the first comparison on top
     spread = 0.7 / len(series)
+    handles: dict[str, Any] = {}  # one legend entry per series, whichever panel drew it
     for ax, (part, title) in zip(axes[0], parts.items()):
         for index, (label, comparisons) in enumerate(series.items()):
             offset = (len(series) - 1) / 2 * spread - index * spread
-            drawn = [(rows[name] + offset, entry[part]) for name, entry in comparisons.items() if entry.get(part)]
+            drawn = [(rows[name] + offset, (entry or {})[part]) for name, entry in comparisons.items()
+                     if (entry or {}).get(part)]
             if not drawn:
                 continue
             ys = [y for y, _ in drawn]
             xs = [100 * e["difference"] for _, e in drawn]
-            lows = [x - 100 * e["ci"][0] for x, (_, e) in zip(xs, drawn)]
-            highs = [100 * e["ci"][1] - x for x, (_, e) in zip(xs, drawn)]
-            ax.errorbar(xs, ys, xerr=[lows, highs], fmt="o", markersize=4, capsize=2, linewidth=1,
-                        color=PALETTE[index % len(PALETTE)], label=label)
+            # a difference a rounding outside its own interval would make a negative bar, which matplotlib refuses
+            lows = [max(0.0, x - 100 * e["ci"][0]) for x, (_, e) in zip(xs, drawn)]
+            highs = [max(0.0, 100 * e["ci"][1] - x) for x, (_, e) in zip(xs, drawn)]
+            handles.setdefault(label, ax.errorbar(xs, ys, xerr=[lows, highs], fmt="o", markersize=4, capsize=2,
+                                                  linewidth=1, color=PALETTE[index % len(PALETTE)], label=label))
         ax.axvline(0, color="#444444", linewidth=0.8)
-        if aim and aim[0] == part:
-            ax.axvline(aim[1], color="#444444", linewidth=0.8, linestyle="--")
-            ax.text(aim[1], len(names) - 0.4, f" {aim[2]}", fontsize=7, va="bottom")
+        if aim and aim["part"] == part:
+            marked = [rows[name] for name in aim["rows"] if name in rows]
+            ax.vlines([aim["points"]] * len(marked), [y - 0.45 for y in marked], [y + 0.45 for y in marked],
+                      colors="#444444", linewidth=0.8, linestyles="--", label=aim["label"])
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("points of success", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -230,5 +235,8 @@ def comparison_intervals(series: Mapping[str, Mapping[str, Mapping[str, Any]]],
         ax.spines[["top", "right"]].set_visible(False)
     axes[0][0].set_yticks(list(rows.values()), labels=list(rows))
     axes[0][0].set_ylim(-0.7, len(names) - 0.1)
-    axes[0][-1].legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    labels = [*handles, *([aim["label"]] if aim and aim.get("rows") else [])]
+    entries = [*handles.values(), *([Line2D([], [], color="#444444", linewidth=0.8, linestyle="--")]
+                                    if aim and aim.get("rows") else [])]
+    fig.legend(entries, labels, fontsize=7, frameon=False, loc="outside right upper")
     return fig

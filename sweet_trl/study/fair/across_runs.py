@@ -1,34 +1,20 @@
-"""Fair study files read together: seeds pooled task by task, the files of one seed's run joined into one, two runs'
-shared arms compared, and per-task figures taken back from a run folder's ledger."""
+"""Fair study files read together: seeds pooled task by task, the files of one seed's run joined into one, and two
+runs' shared arms compared."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from sweet_trl.study.fair.results import (
     aim_verdict,
     arm_comparison,
     comparison_names,
-    evaluation_rows,
     spent_compute,
     validation_success_of,
 )
 from sweet_trl.study.protocol import check_equal_compute
-
-
-def test_rows_from_ledger(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
-    """Each arm's per-task test figures as the protocol recorded them: the evaluation its latest read names in
-    ``<run_dir>/protocol/test_reads.json``. For a study JSON written before it kept ``test_per_task``."""
-    from sweet_trl.study.protocol import recorded_reads
-
-    if not Path(run_dir).is_dir():
-        raise ValueError(f"run folder {run_dir} does not exist (moved or deleted): the file's own figures are "
-                         "printed without --runs")
-    read_by_arm = {str(read["arm"]): read.get("evaluation") for read in recorded_reads(run_dir)}
-    return {arm: evaluation_rows(run_dir, arm, "test", evaluation) for arm, evaluation in read_by_arm.items()}
 
 
 def _joined_by_seed(files: Mapping[str, Mapping[str, Any]], per_task_key: str) -> dict[Any, dict[str, Any]]:

@@ -15,12 +15,13 @@ from typing import Any
 from sweet_trl.study.fair.across_runs import (
     joined_results,
     pooled_comparisons,
-    test_rows_from_ledger,
     versus_comparisons,
 )
+from sweet_trl.study.fair.arms import SWEET_VARIANTS
 from sweet_trl.study.fair.results import (
     AIM,
     aim_verdict,
+    test_rows_from_ledger,
     validation_comparisons,
     validation_rows,
     validation_success_of,
@@ -31,25 +32,33 @@ from sweet_trl.study.results import load_results
 FIGURE_FORMATS = (".svg", ".png", ".pdf")
 
 
-def write_figure(files: Mapping[str, Mapping[str, Any]], path: str | Path, pooled: bool = False) -> Path:
+def write_figure(files: Mapping[str, Mapping[str, Any]], path: str | Path,
+                 pooled: Mapping[str, Any] | None = None) -> Path:
     """The files' comparisons on test as one figure (:func:`~sweet_trl.report.figures.comparison_intervals`): a
-    marker per seed (per file where a seed has several), and the seeds pooled task by task with ``pooled``; the aim
-    drawn in its panel."""
+    marker per file, named by its seed where the seed has one file (else by the file), and ``pooled``
+    (:func:`~sweet_trl.study.fair.across_runs.pooled_comparisons` of the files) as one more; the aim marked on the
+    rows it judges."""
     from sweet_trl.report.figures import comparison_intervals, save
 
     seeds = [results.get("settings", {}).get("seed") for results in files.values()]
-    one_per_seed = len(set(seeds)) == len(seeds)
-    series = {(f"seed {seed}" if one_per_seed else Path(name).stem): results.get("comparisons") or {}
-              for seed, (name, results) in zip(seeds, files.items())}
+    labels = [f"seed {seed}" if seed is not None and seeds.count(seed) == 1 else Path(name).stem
+              for seed, name in zip(seeds, files)]
+    if len(set(labels)) < len(labels):  # run folders all hold a fair_study.json: their paths tell them apart
+        labels = list(files)
+    series = {label: results.get("comparisons") or {} for label, results in zip(labels, files.values())}
     if pooled:
-        both = pooled_comparisons(files)
-        seeds_pooled = ", ".join(map(str, both["seeds"]))
-        label = f"seeds {seeds_pooled} pooled" if len(both["seeds"]) > 1 else f"seed {seeds_pooled}, files joined"
-        series[label] = both["comparisons"]
+        seeds_pooled = ", ".join(map(str, pooled["seeds"]))
+        label = f"seeds {seeds_pooled} pooled" if len(pooled["seeds"]) > 1 else f"seed {seeds_pooled}, files joined"
+        series[label] = pooled["comparisons"]
     if not any(series.values()):
         raise ValueError("the files hold no comparisons on test (runs that read validation only): nothing to draw")
-    figure = comparison_intervals(series, aim=(AIM["templates"], AIM["points"] * 100,
-                                               f"aim (- {AIM['against']})"))
+    judged = [name for comparisons in series.values() for name in comparisons
+              if name.partition(" - ")[2] == AIM["against"] and name.partition(" - ")[0].partition("@")[0]
+              in SWEET_VARIANTS]
+    aim = {"part": AIM["templates"], "points": AIM["points"] * 100, "rows": list(dict.fromkeys(judged)),
+           "label": f"aim: SWEET-RL - {AIM['against']} at least +{AIM['points'] * 100:.0f} on {AIM['templates']}, "
+                    "interval above 0"}
+    figure = comparison_intervals(series, aim=aim)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     save(figure, path)
     return Path(path)
@@ -145,10 +154,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         Path(args.join).parent.mkdir(parents=True, exist_ok=True)
         Path(args.join).write_text(json.dumps(joined, indent=1, default=str), encoding="utf-8")
         texts.append(f"### joined into {args.join}\n\n{markdown_tables(joined)}")
+    pooled_test = None
     if args.pooled:
         if len(files) < 2:
             raise ValueError("--pooled needs two or more files (seeds to pool, or parts of one run to join)")
-        pooled = [pooled_table(pooled_comparisons(files))]
+        pooled_test = pooled_comparisons(files)
+        pooled = [pooled_table(pooled_test)]
         by_seed: dict[Any, dict[str, Mapping[str, Any]]] = {}
         for path, results in files.items():
             by_seed.setdefault(results.get("settings", {}).get("seed"), {})[path] = results
@@ -166,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "with --runs")
         texts.append("### pooled\n\n" + "\n\n".join(pooled))
     if args.figure:
-        write_figure(files, args.figure, pooled=args.pooled)
+        write_figure(files, args.figure, pooled=pooled_test)
         texts.append(f"Figure: {args.figure}")
     print("\n\n".join(texts))
     return 0

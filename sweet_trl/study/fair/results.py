@@ -1,5 +1,6 @@
 """What a fair study's JSON holds (``<run_dir>/fair/fair_study.json``): each arm's compute, its test figures, the
-comparisons at equal rounds, the aim's verdict, and the guard against overwriting another run's file."""
+comparisons at equal rounds, the aim's verdict; the per-task figures read back from a run folder (its evaluations,
+its test-read ledger); the table the study prints; and the guard against overwriting another run's file."""
 
 from __future__ import annotations
 
@@ -196,6 +197,18 @@ def evaluation_rows(run_dir: str | Path, arm: str, part: str, evaluation: str | 
         raise ValueError(f"the {part} evaluation {evaluation} of arm {arm} is not under {run_dir}/fair/{arm}/{part}")
     per_task = json.loads((found[0] / "per_task.json").read_text(encoding="utf-8"))
     return [{key: row[key] for key in PER_TASK_KEYS} for row in per_task]
+
+
+def test_rows_from_ledger(run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """Each arm's per-task test figures as the protocol recorded them: the evaluation its latest read names in
+    ``<run_dir>/protocol/test_reads.json``. For a study JSON written before it kept ``test_per_task``."""
+    from sweet_trl.study.protocol import recorded_reads
+
+    if not Path(run_dir).is_dir():
+        raise ValueError(f"run folder {run_dir} does not exist (moved or deleted): the file's own figures are "
+                         "printed without --runs")
+    read_by_arm = {str(read["arm"]): read.get("evaluation") for read in recorded_reads(run_dir)}
+    return {arm: evaluation_rows(run_dir, arm, "test", evaluation) for arm, evaluation in read_by_arm.items()}
 
 
 def validation_rows(results: Mapping[str, Any], run_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
