@@ -17,16 +17,16 @@ from sweet_trl.study.fair.across_runs import (
     pooled_comparisons,
     versus_comparisons,
 )
-from sweet_trl.study.fair.arms import SWEET_VARIANTS
 from sweet_trl.study.fair.results import (
     AIM,
     aim_verdict,
+    judged_by_aim,
     test_rows_from_ledger,
     validation_comparisons,
     validation_rows,
     validation_success_of,
 )
-from sweet_trl.study.fair.tables import aim_lines, comparisons_table, markdown_tables, pooled_table
+from sweet_trl.study.fair.tables import aim_lines, comparisons_table, markdown_tables, pooled_label, pooled_table
 from sweet_trl.study.results import load_results
 
 FIGURE_FORMATS = (".svg", ".png", ".pdf")
@@ -47,14 +47,10 @@ def write_figure(files: Mapping[str, Mapping[str, Any]], path: str | Path,
         labels = list(files)
     series = {label: results.get("comparisons") or {} for label, results in zip(labels, files.values())}
     if pooled:
-        seeds_pooled = ", ".join(map(str, pooled["seeds"]))
-        label = f"seeds {seeds_pooled} pooled" if len(pooled["seeds"]) > 1 else f"seed {seeds_pooled}, files joined"
-        series[label] = pooled["comparisons"]
+        series[pooled_label(pooled["seeds"])] = pooled["comparisons"]
     if not any(series.values()):
         raise ValueError("the files hold no comparisons on test (runs that read validation only): nothing to draw")
-    judged = [name for comparisons in series.values() for name in comparisons
-              if name.partition(" - ")[2] == AIM["against"] and name.partition(" - ")[0].partition("@")[0]
-              in SWEET_VARIANTS]
+    judged = [name for comparisons in series.values() for name in comparisons if judged_by_aim(name)]
     aim = {"part": AIM["templates"], "points": AIM["points"] * 100, "rows": list(dict.fromkeys(judged)),
            "label": f"aim: SWEET-RL - {AIM['against']} at least +{AIM['points'] * 100:.0f} on {AIM['templates']}, "
                     "interval above 0"}

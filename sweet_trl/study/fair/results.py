@@ -110,6 +110,12 @@ def validation_success_of(files: Iterable[Mapping[str, Any]]) -> dict[str, float
     return {arm: rate for results in files for arm, rate in validation_success(results).items()}
 
 
+def judged_by_aim(comparison: str) -> bool:
+    """Whether :data:`AIM` judges this comparison: a SWEET-RL variant (an arm variant too) against iterated RFT."""
+    ours, _, theirs = comparison.partition(" - ")
+    return theirs == AIM["against"] and ours.partition("@")[0] in SWEET_VARIANTS
+
+
 def aim_verdict(comparisons: Mapping[str, Any], validation: Mapping[str, float] | None = None
                 ) -> dict[str, Any] | None:
     """:data:`AIM` on one seed's comparisons: per SWEET-RL variant compared with iterated RFT (``sweet``,
@@ -123,10 +129,10 @@ def aim_verdict(comparisons: Mapping[str, Any], validation: Mapping[str, float] 
     --pooled`` joins the files of a seed and says it per seed)."""
     variants = {}
     for name, entry in comparisons.items():
-        ours, _, theirs = name.partition(" - ")
         figure = (entry or {}).get(AIM["templates"])
-        if theirs == AIM["against"] and ours.partition("@")[0] in SWEET_VARIANTS and figure is not None:
-            variants[ours] = {**figure, "met": figure["difference"] >= AIM["points"] and figure["ci"][0] > 0}
+        if judged_by_aim(name) and figure is not None:
+            variants[name.partition(" - ")[0]] = {**figure, "met": figure["difference"] >= AIM["points"]
+                                                  and figure["ci"][0] > 0}
     if not variants:
         return None
     ranked = [name for name in variants if (validation or {}).get(name) is not None]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,10 +97,15 @@ def comparisons_table(comparisons: Mapping[str, Any], title: str) -> str:
     return "\n".join(lines)
 
 
+def pooled_label(seeds: Sequence[Any]) -> str:
+    """What :func:`~sweet_trl.study.fair.across_runs.pooled_comparisons` made of its files: seeds pooled by task, or
+    the files of one seed joined."""
+    named = ", ".join(str(s) for s in seeds)
+    return f"seeds {named} pooled by task" if len(seeds) > 1 else f"seed {named}, files joined"
+
+
 def pooled_table(pooled: Mapping[str, Any], where: str = "test") -> str:
-    seeds = ", ".join(str(s) for s in pooled["seeds"])
-    label = f"seeds {seeds} pooled by task" if len(pooled["seeds"]) > 1 else f"seed {seeds}, files joined"
-    return comparisons_table(pooled["comparisons"], f"on {where}, {label}")
+    return comparisons_table(pooled["comparisons"], f"on {where}, {pooled_label(pooled['seeds'])}")
 
 
 def aim_lines(verdicts: Mapping[Any, Mapping[str, Any] | None], every_seed: bool = True) -> str:
